@@ -1,0 +1,5 @@
+"""`python -m cpersona` — same as the `cpersona` command."""
+
+from cpersona.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The MCP-free core: configuration, storage, embedding and retrieval."""

@@ -1,0 +1,1 @@
+"""Embedding backends: bundled in-process models, the HTTP /embed contract, and none."""

@@ -1,0 +1,78 @@
+"""The `cpersona` command.
+
+    cpersona                 serve MCP (stdio by default; CPERSONA_TRANSPORT=streamable-http)
+    cpersona serve           same
+    cpersona embed-server    HTTP /embed server with the bundled model
+
+Configuration errors print ONE line to stderr and exit with status 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sqlite3
+import sys
+
+from cpersona.core.config import ConfigError, Settings
+from cpersona.core.schema import SchemaTooNew
+
+log = logging.getLogger("cpersona")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(stream=sys.stderr, level=level.upper(), format="cpersona %(levelname)s %(name)s: %(message)s")
+
+
+def serve(settings: Settings) -> int:
+    """Run the MCP server until the client disconnects."""
+    from cpersona.core.engine import Engine
+    from cpersona.mcp.server import build_server
+
+    engine = Engine(settings)
+    try:
+        app = build_server(engine, settings.log_level)
+        if settings.transport == "stdio":
+            app.run("stdio")
+        else:
+            _check_http_auth(settings)
+            app.run("streamable-http", host=settings.http_host, port=settings.http_port)
+    finally:
+        engine.close()
+    return 0
+
+
+def _check_http_auth(settings: Settings) -> None:
+    if not settings.auth_token and not settings.allow_unauthenticated_http:
+        raise ConfigError(
+            f"CPERSONA_TRANSPORT=streamable-http on {settings.http_host}:{settings.http_port} needs "
+            "CPERSONA_AUTH_TOKEN, or CPERSONA_ALLOW_UNAUTHENTICATED_HTTP=true to serve without auth"
+        )
+
+
+def _embed_server(argv: list[str]) -> int:
+    from cpersona import embed_server
+
+    return embed_server.main(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `cpersona` / `python -m cpersona`; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "embed-server":
+        return _embed_server(argv[1:])
+    parser = argparse.ArgumentParser(prog="cpersona", description="Persistent memory for LLM agents over MCP.")
+    parser.add_argument("command", nargs="?", default="serve", choices=["serve"], help="what to run (default: serve)")
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        _setup_logging(settings.log_level)
+        return {"serve": serve}[args.command](settings)
+    except (ConfigError, SchemaTooNew) as err:
+        print(f"cpersona: {err}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as err:
+        print(f"cpersona: cannot open the database: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

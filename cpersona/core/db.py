@@ -1,0 +1,118 @@
+"""SQLite connections: one serialised write connection, one read connection per thread.
+
+Writes go through `Database.write()`, a `BEGIN IMMEDIATE … COMMIT` transaction under a
+process-wide lock (rolled back on any exception). Reads use a per-thread connection in
+autocommit mode; WAL gives them a consistent snapshot per statement and they never see
+another thread's uncommitted rows (spec storage.md §1).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from cpersona.core import schema
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 5000
+
+
+class Database:
+    """One SQLite file (or ":memory:") with schema v13 applied.
+
+    Args:
+        path: file path; parent folders are created. ":memory:" keeps everything in RAM
+            (reads then share the write connection).
+        fts_enabled: create/maintain the FTS5 tables (CPERSONA_FTS_ENABLED).
+
+    Raises:
+        schema.SchemaTooNew: the file's schema version is newer than this code (file untouched).
+        sqlite3.DatabaseError: the file is not a SQLite database.
+    """
+
+    def __init__(self, path: str, fts_enabled: bool = True) -> None:
+        self.path = path
+        self.memory = path == ":memory:"
+        if not self.memory:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._closed = False
+        self._writer = self._connect()
+        try:
+            schema.check_not_newer(self._writer, path)
+            if not self.memory:
+                self._writer.execute("PRAGMA journal_mode=WAL")
+                self._writer.execute("PRAGMA synchronous=NORMAL")
+            schema.migrate(self._writer, fts_enabled)
+        except BaseException:
+            self._writer.close()
+            raise
+        self.fts_enabled = fts_enabled and self.has_table("memories_fts")
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """Yield the write connection inside one IMMEDIATE transaction; commit or roll back."""
+        with self._lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def reader(self) -> sqlite3.Connection:
+        """The calling thread's read connection (autocommit; never holds a transaction)."""
+        if self.memory:
+            return self._writer
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only=1")
+            self._local.conn = conn
+            with self._lock:
+                self._readers.append(conn)
+        return conn
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """Yield a connection for reading; ":memory:" reads are serialised with writes."""
+        if self.memory:
+            with self._lock:
+                yield self._writer
+        else:
+            yield self.reader()
+
+    def data_version(self) -> int:
+        """PRAGMA data_version of the write connection: changes only when ANOTHER
+        connection (another process, or a reader) committed since the last call."""
+        with self._lock:
+            return self._writer.execute("PRAGMA data_version").fetchone()[0]
+
+    def has_table(self, name: str) -> bool:
+        with self.read() as conn:
+            row = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone()
+        return row is not None
+
+    def close(self) -> None:
+        """Close every connection. Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for conn in self._readers:
+                conn.close()
+            self._writer.close()

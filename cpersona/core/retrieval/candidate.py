@@ -1,0 +1,42 @@
+"""The row that flows through the recall pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MEMORY, EPISODE, PROFILE = "mem", "ep", "profile"
+
+
+@dataclass
+class Candidate:
+    """One recall candidate.
+
+    `kind` + `id` is the identity (memory and episode ids are separate spaces). Scores are
+    None until a stage sets them: `cosine` (vector retriever), `bm25` (FTS; lower = better,
+    SQLite convention), `rrf` / `rsf` (fusion). `penalty` is the product of multiplicative
+    penalties already applied to the scores.
+    """
+
+    kind: str
+    id: int
+    content: str
+    timestamp: str = ""
+    created_at: str = ""
+    source: Any = None
+    msg_id: str = ""
+    resolved: bool = False
+    cosine: float | None = None
+    bm25: float | None = None
+    rrf: float | None = None
+    rsf: float | None = None
+    penalty: float = 1.0
+    channels: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.kind, self.id)
+
+    @property
+    def ref(self) -> str | None:
+        return f"{self.kind}:{self.id}" if self.kind in (MEMORY, EPISODE) else None

@@ -1,0 +1,201 @@
+"""Resident vector index: the scan window's vectors kept in memory as numpy matrices.
+
+One `VectorIndex` per table (memories, episodes). Rows are partitioned by agent_id, because
+every recall filters on one exact agent; each partition is a growable float32 matrix plus
+row metadata (id, project code, channel code) kept in (created_at, id) order, so the scan
+window of spec retrieval.md §2.1 — the newest `window` embedded rows that satisfy the scope —
+is the tail of the masked partition. A search is one matrix–vector product over the
+agent's rows: no per-query BLOB scan of the table.
+
+The index is updated by the write path (add / remove) and reloaded wholesale by the
+owner when another process changed the file (see `Memory.refresh_if_changed`).
+Not thread-safe by itself: the owner serialises access with a lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cpersona.core.isolation import Scope
+
+_INITIAL_CAPACITY = 64
+
+
+class _Codes:
+    """Interns strings (project_id, channel) to small ints for vectorised filters."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, int] = {"": 0}
+
+    def code(self, value: str) -> int:
+        return self._codes.setdefault(value, len(self._codes))
+
+    def lookup(self, value: str) -> int:
+        """Code of `value`, or -1 if it was never interned (matches nothing)."""
+        return self._codes.get(value, -1)
+
+
+@dataclass
+class _Partition:
+    """Rows of one agent. Arrays are allocated to `capacity`; rows [0, n) are live."""
+
+    dim: int
+    n: int = 0
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(_INITIAL_CAPACITY, np.int64))
+    keys: list[str] = field(default_factory=list)
+    projects: np.ndarray = field(default_factory=lambda: np.zeros(_INITIAL_CAPACITY, np.int32))
+    channels: np.ndarray = field(default_factory=lambda: np.zeros(_INITIAL_CAPACITY, np.int32))
+    matrix: np.ndarray | None = None
+    ordered: bool = True
+
+    def __post_init__(self) -> None:
+        self.matrix = np.zeros((_INITIAL_CAPACITY, self.dim), np.float32)
+
+    def _grow(self) -> None:
+        cap = len(self.ids) * 2
+        self.ids = np.resize(self.ids, cap)
+        self.projects = np.resize(self.projects, cap)
+        self.channels = np.resize(self.channels, cap)
+        grown = np.zeros((cap, self.dim), np.float32)
+        grown[: self.n] = self.matrix[: self.n]
+        self.matrix = grown
+
+    def append(self, row_id: int, key: str, project: int, channel: int, vector: np.ndarray) -> None:
+        if self.n == len(self.ids):
+            self._grow()
+        if self.keys and (key, row_id) < (self.keys[-1], int(self.ids[self.n - 1])):
+            self.ordered = False
+        i = self.n
+        self.ids[i], self.projects[i], self.channels[i] = row_id, project, channel
+        self.matrix[i] = vector
+        self.keys.append(key)
+        self.n += 1
+
+    def remove(self, row_id: int) -> bool:
+        hits = np.flatnonzero(self.ids[: self.n] == row_id)
+        if hits.size == 0:
+            return False
+        i = int(hits[0])
+        keep = np.ones(self.n, bool)
+        keep[i] = False
+        self._compact(np.flatnonzero(keep))
+        return True
+
+    def _compact(self, order: np.ndarray) -> None:
+        m = len(order)
+        self.ids[:m] = self.ids[order]
+        self.projects[:m] = self.projects[order]
+        self.channels[:m] = self.channels[order]
+        self.matrix[:m] = self.matrix[order]
+        self.keys = [self.keys[j] for j in order]
+        self.n = m
+
+    def sort(self) -> None:
+        if not self.ordered:
+            order = np.array(sorted(range(self.n), key=lambda j: (self.keys[j], int(self.ids[j]))), np.int64)
+            self._compact(order)
+            self.ordered = True
+
+
+class VectorIndex:
+    """Vectors of one table, dimension `dim`, partitioned by agent.
+
+    Args:
+        dim: vector dimension of the active embedding model; vectors of another
+            dimension are refused by `add` (they belong to another model).
+    """
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._parts: dict[str, _Partition] = {}
+        self._where: dict[int, str] = {}
+        self._projects = _Codes()
+        self._channels = _Codes()
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def add(self, row_id: int, agent_id: str, project_id: str, channel: str, created_at: str, vector: np.ndarray) -> bool:
+        """Insert or replace row `row_id`. Returns False (and stores nothing) on a dim mismatch."""
+        if vector.shape != (self.dim,):
+            return False
+        self.remove(row_id)
+        part = self._parts.get(agent_id)
+        if part is None:
+            part = self._parts[agent_id] = _Partition(self.dim)
+        part.append(row_id, created_at, self._projects.code(project_id), self._channels.code(channel), vector)
+        self._where[row_id] = agent_id
+        return True
+
+    def remove(self, row_id: int) -> None:
+        """Forget `row_id` if present."""
+        agent = self._where.pop(row_id, None)
+        if agent is not None:
+            self._parts[agent].remove(row_id)
+
+    def remove_agent(self, agent_id: str) -> None:
+        """Forget every row of `agent_id`."""
+        part = self._parts.pop(agent_id, None)
+        if part is not None:
+            for row_id in part.ids[: part.n].tolist():
+                self._where.pop(row_id, None)
+
+    def search(
+        self,
+        query: np.ndarray,
+        scope: Scope,
+        window: int,
+        threshold: float,
+        limit: int,
+        allowed_ids: np.ndarray | None = None,
+    ) -> list[tuple[int, float]]:
+        """Cosine search inside the scan window.
+
+        Args:
+            query: L2-normalised float32 vector of shape (dim,).
+            scope: isolation axes; rows outside it are never scored.
+            window: CPERSONA_MAX_MEMORIES — only the newest `window` in-scope rows count.
+            threshold: minimum cosine kept.
+            limit: maximum rows returned.
+            allowed_ids: optional extra filter (e.g. rows matching a source_id prefix).
+
+        Returns:
+            [(row_id, cosine)] best first; ties broken by scan position (newest first).
+        """
+        if query.shape != (self.dim,) or limit <= 0:
+            return []
+        agents = [scope.agent_id] if scope.agent_id is not None else list(self._parts)
+        hits: list[tuple[float, int, int]] = []
+        for agent in agents:
+            part = self._parts.get(agent)
+            if part is not None and part.n:
+                hits.extend(self._search_part(part, query, scope, window, threshold, limit, allowed_ids))
+        hits.sort(key=lambda h: (-h[0], h[1]))
+        return [(row_id, cos) for cos, _, row_id in hits[:limit]]
+
+    def _search_part(self, part, query, scope, window, threshold, limit, allowed_ids):
+        part.sort()
+        rows = self._scope_rows(part, scope, allowed_ids)[-window:]
+        if rows.size == 0:
+            return []
+        scores = part.matrix[rows] @ query if rows.size < part.n else part.matrix[: part.n] @ query
+        keep = np.flatnonzero(scores >= threshold)
+        if keep.size > limit:
+            keep = keep[np.argpartition(-scores[keep], limit - 1)[:limit]]
+        newest_first = part.n - 1 - (rows[keep] if rows.size < part.n else keep)
+        ids = part.ids[rows[keep]] if rows.size < part.n else part.ids[keep]
+        return [(float(s), int(pos), int(i)) for s, pos, i in zip(scores[keep], newest_first, ids)]
+
+    def _scope_rows(self, part: _Partition, scope: Scope, allowed_ids: np.ndarray | None) -> np.ndarray:
+        mask = np.ones(part.n, bool)
+        if scope.project_id is not None:
+            code = self._projects.lookup(scope.project_id)
+            mask &= (part.projects[: part.n] == code) | (part.projects[: part.n] == 0)
+        if scope.channel:
+            code = self._channels.lookup(scope.channel)
+            mask &= (part.channels[: part.n] == code) | (part.channels[: part.n] == 0)
+        if allowed_ids is not None:
+            mask &= np.isin(part.ids[: part.n], allowed_ids)
+        return np.flatnonzero(mask)

@@ -1,0 +1,1 @@
+"""The thin MCP layer: tool schemas and argument validation over `cpersona.core`."""

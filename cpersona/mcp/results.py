@@ -1,0 +1,34 @@
+"""How tool results travel: one JSON object in one text block (spec tools.md §0.1–§0.2).
+
+`call(fn)` runs a core call and turns the two failure kinds into the documented shapes:
+an `InvalidArgument` becomes `{ok: false, error}` naming the argument, and an unexpected
+exception becomes `{ok: false, error: "internal error: …"}` — logged with its traceback
+to stderr, never swallowed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable
+
+from cpersona.core.errors import InvalidArgument
+
+log = logging.getLogger("cpersona.mcp")
+
+
+def dump(payload: dict[str, Any]) -> str:
+    """Serialise a result: UTF-8 text kept verbatim (no \\u escapes)."""
+    return json.dumps(payload, ensure_ascii=False)
+
+
+def call(tool: str, fn: Callable[[], dict[str, Any]], failure: dict[str, Any] | None = None) -> str:
+    """Run `fn` and serialise its dict. `failure` holds tool-specific keys added to an
+    error result (e.g. `messages: []` for recall)."""
+    try:
+        return dump(fn())
+    except InvalidArgument as err:
+        return dump({"ok": False, "error": str(err), **(failure or {})})
+    except Exception as err:  # noqa: BLE001 — reported to the caller and logged with traceback
+        log.exception("tool %s failed", tool)
+        return dump({"ok": False, "error": f"internal error in {tool}: {type(err).__name__}: {err}", **(failure or {})})

@@ -1,0 +1,27 @@
+"""Build the MCP server (official SDK 2.x `MCPServer`) around an `Engine`."""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import MCPServer
+
+from cpersona import __version__
+from cpersona.core.engine import Engine
+from cpersona.mcp import tools_memory
+
+SERVER_NAME = "cloto-mcp-cpersona"
+INSTRUCTIONS = (
+    "Persistent memory. Call recall(agent_id, query) at the start of a task to get relevant memories "
+    "(the LAST result is the best match); store(agent_id, message={content}) to keep a fact, decision "
+    "or rule; archive_episode(agent_id, summary) at the end of a session."
+)
+
+#: Tool groups, each a module with `register(app, engine)`.
+TOOL_MODULES = (tools_memory,)
+
+
+def build_server(engine: Engine, log_level: str = "WARNING") -> MCPServer:
+    """An MCPServer exposing every tool group, bound to `engine`."""
+    app = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level=log_level.upper())
+    for module in TOOL_MODULES:
+        module.register(app, engine)
+    return app

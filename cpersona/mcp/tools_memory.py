@@ -1,0 +1,148 @@
+"""MCP tools of the everyday memory surface: store, recall, archive_episode,
+list_memories, list_episodes (spec tools.md §5, §6, §11–§13).
+
+Each tool only declares its JSON schema (types, bounds, descriptions a model can act on)
+and calls the core; the SDK answers schema violations with an error result naming the
+argument, and the core's rule checks come back as `ok: false`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from cpersona.core.engine import Engine
+from cpersona.core.retrieval.pipeline import RecallRequest
+from cpersona.mcp.results import call
+
+AgentId = Annotated[
+    str,
+    Field(description="Whose memory this is. Rows are never shared between agent ids; '' is a real (empty) agent id."),
+]
+WriteProject = Annotated[
+    str,
+    Field(description="Project bucket to write into; '' (default) = the global pool visible from every project."),
+]
+ReadProject = Annotated[
+    str | None,
+    Field(description="Omit = all projects; '' = global pool only; 'X' = project X plus the global pool."),
+]
+WriteChannel = Annotated[str, Field(description="Channel to file under; '' (default) = visible from every channel.")]
+ReadChannel = Annotated[str, Field(description="'' (default) = all channels; 'X' = channel X plus channel-less rows.")]
+RecallLimit = Annotated[
+    int, Field(ge=1, le=100, description="Maximum rows returned (1–100, default 10); also each retriever's depth.")
+]
+
+
+class StoreMessage(BaseModel):
+    """The memory to keep."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    content: str = Field(description="The fact, decision or rule to remember (non-empty; ≤16000 chars by default).")
+    id: str = Field("", description="Your message id; a second store with the same id is skipped (dedup).")
+    source: dict[str, Any] = Field(
+        default_factory=dict,
+        description='Who said it: {"type": "User"|"Agent"|"System", "id": "...", "name": "..."}.',
+    )
+    timestamp: str = Field("", description="When it was said, ISO-8601 (e.g. 2026-11-29T10:00:00Z); default now.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form JSON object kept with the memory.")
+
+
+class HistoryEntry(BaseModel):
+    """One turn of the summarised session; only `timestamp` is used (start/end time)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    timestamp: str = Field("", description="ISO-8601 time of this turn.")
+
+
+WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True)
+APPEND = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+READ = ToolAnnotations(readOnlyHint=True)
+
+
+def register(app: MCPServer, engine: Engine) -> None:
+    """Add the five tools to `app`, bound to `engine`."""
+
+    def store(
+        agent_id: AgentId,
+        message: Annotated[StoreMessage, Field(description="The memory: content plus optional id, source, timestamp, metadata.")],
+        channel: WriteChannel = "",
+        project_id: WriteProject = "",
+    ) -> str:
+        """Keep one fact, decision or rule for later recall.
+
+        Returns {ok, result: "stored"|"skipped"|"rejected", id?, embedded?, reason?}. A memory
+        already visible in the same agent/project/channel (same content or same message id)
+        is skipped, never overwritten — use update_memory to correct a fact.
+        """
+        return call("store", lambda: engine.store(
+            agent_id, message.content, msg_id=message.id, source=message.source,
+            timestamp=message.timestamp or None, metadata=message.metadata, channel=channel, project_id=project_id,
+        ), {"result": "rejected"})
+
+    def recall(
+        agent_id: AgentId,
+        query: Annotated[str, Field(description="What to remember: a question, keywords, an identifier or error string. '' = most recent memories.")],
+        limit: RecallLimit = 10,
+        channel: ReadChannel = "",
+        project_id: ReadProject = None,
+        source_id: Annotated[str, Field(description="Only memories whose source.id starts with this prefix.")] = "",
+        exclude_contents: Annotated[
+            list[str], Field(max_length=200, description="Texts you already have in context; rows equal to them are left out.")
+        ] = [],
+        deep: Annotated[bool, Field(description="Search harder: halves the quality gate.")] = False,
+    ) -> str:
+        """Find the memories and session summaries relevant to `query` (hybrid vector + full-text search).
+
+        Returns {messages: [...], advisory?}. Messages are ordered WORST to BEST: the LAST element
+        is the best match. Each has content, ref ("mem:<id>" / "ep:<id>"), timestamp, source and
+        match_reason {signal, score}. An `advisory` means search is degraded (e.g. keyword-only):
+        tell the user as it says. An empty list means nothing stored is relevant enough.
+        """
+        req = RecallRequest(agent_id, query, limit, deep, channel, project_id, source_id, tuple(exclude_contents))
+        return call("recall", lambda: engine.recall(req), {"messages": []})
+
+    def archive_episode(
+        agent_id: AgentId,
+        summary: Annotated[str, Field(description="Your summary of the session (required; the server never summarises).")],
+        keywords: Annotated[str, Field(description="Space-separated keywords that should find this episode.")] = "",
+        history: Annotated[
+            list[HistoryEntry], Field(max_length=10000, description="Turns of the session; their timestamps give start/end time.")
+        ] = [],
+        resolved: Annotated[bool, Field(description="True when the session's topic was concluded.")] = False,
+        channel: WriteChannel = "",
+        project_id: WriteProject = "",
+    ) -> str:
+        """Keep a summary of a finished session (episodic memory), searchable next to memories.
+
+        Archiving also marks older memories as older context (they rank a little lower).
+        Returns {ok, episode_id, embedded} or {ok: false, episode_id: null, error}.
+        """
+        return call("archive_episode", lambda: engine.archive_episode(
+            agent_id, summary, keywords=keywords, history=[h.model_dump() for h in history], resolved=resolved,
+            channel=channel, project_id=project_id,
+        ), {"episode_id": None})
+
+    def list_memories(
+        agent_id: Annotated[str, Field(description="Whose memories; '' (default) = every agent.")] = "",
+        limit: Annotated[int, Field(ge=1, le=500, description="Maximum rows (1–500, default 100).")] = 100,
+        project_id: ReadProject = None,
+    ) -> str:
+        """List stored memories newest first (no ranking). Returns {memories: [...], count}."""
+        return call("list_memories", lambda: engine.list_memories(agent_id, limit, project_id), {"memories": [], "count": 0})
+
+    def list_episodes(
+        agent_id: Annotated[str, Field(description="Whose episodes; '' (default) = every agent.")] = "",
+        limit: Annotated[int, Field(ge=1, le=200, description="Maximum rows (1–200, default 50).")] = 50,
+        project_id: ReadProject = None,
+    ) -> str:
+        """List archived session summaries newest first. Returns {episodes: [...], count}."""
+        return call("list_episodes", lambda: engine.list_episodes(agent_id, limit, project_id), {"episodes": [], "count": 0})
+
+    for fn, notes in ((store, WRITE), (recall, READ), (archive_episode, APPEND), (list_memories, READ), (list_episodes, READ)):
+        app.add_tool(fn, annotations=notes, structured_output=False)

@@ -29,7 +29,7 @@ def serve(settings: Settings) -> int:
     from cpersona.core.engine import Engine
     from cpersona.mcp.server import build_server
 
-    engine = Engine(settings)
+    engine = Engine(settings, start_background=False)
     try:
         app = build_server(engine, settings.log_level)
         if settings.transport == "stdio":

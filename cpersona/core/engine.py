@@ -39,13 +39,18 @@ class Engine:
     Args:
         settings: resolved configuration (`Settings.from_env()`).
         embedder: backend to use; default builds one from settings (may be None = mode none).
+        start_background: start model loading and the embedding backfill now; the MCP
+            server passes False and calls `start_background()` once `initialize` is answered,
+            so loading a model never delays the handshake.
 
     Raises:
         ConfigError: the configured embedding backend cannot be built.
         SchemaTooNew: the DB file was written by a newer cpersona.
     """
 
-    def __init__(self, settings: Settings, embedder: Embedder | None | object = _UNSET) -> None:
+    def __init__(
+        self, settings: Settings, embedder: Embedder | None | object = _UNSET, start_background: bool = True
+    ) -> None:
         self.settings = settings
         self.embedder: Embedder | None = build_embedder(settings) if embedder is _UNSET else embedder
         self.db = Database(settings.db_path, settings.fts_enabled)
@@ -57,8 +62,19 @@ class Engine:
         if self.embedder is None:
             self.advisory.disabled("mode=none / no embedding backend configured")
         self.backfill = Backfill(self)
-        if self.embedder is not None:
-            self.backfill.start()
+        self._started = False
+        if start_background:
+            self.start_background()
+
+    def start_background(self) -> None:
+        """Start loading the embedding model and the backfill worker. Idempotent."""
+        if self._started or self.embedder is None:
+            return
+        self._started = True
+        start = getattr(self.embedder, "start", None)
+        if start is not None:
+            start()
+        self.backfill.start()
 
     # ---------------------------------------------------------------- embedding
     def embedding_ready(self) -> bool:

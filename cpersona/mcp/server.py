@@ -19,9 +19,25 @@ INSTRUCTIONS = (
 TOOL_MODULES = (tools_memory,)
 
 
+def _start_after_handshake(engine: Engine):
+    """Middleware: start the engine's background work (model loading) with the first
+    message after `initialize`, so the handshake reply is never slowed by it."""
+
+    async def middleware(ctx, call_next):
+        result = await call_next(ctx)
+        if ctx.method != "initialize":
+            engine.start_background()
+        return result
+
+    return middleware
+
+
 def build_server(engine: Engine, log_level: str = "WARNING") -> MCPServer:
     """An MCPServer exposing every tool group, bound to `engine`."""
-    app = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level=log_level.upper())
+    app = MCPServer(
+        SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level=log_level.upper(),
+        middleware=[_start_after_handshake(engine)],
+    )
     for module in TOOL_MODULES:
         module.register(app, engine)
     return app

@@ -30,9 +30,8 @@ def _local(settings) -> Embedder:
     if not local.model_installed(name):
         hint = local.model_spec(name).install_hint()
         raise ConfigError(f"CPERSONA_EMBEDDING_MODE=local needs the bundled model '{name}': {hint}")
-    embedder = local.LocalEmbedder(name, threads=settings.embedding_threads, background=True)
-    embedder.start()  # load in a daemon thread: `initialize` is never delayed
-    return embedder
+    # Loading starts when the Engine starts its background work (after MCP `initialize`).
+    return local.LocalEmbedder(name, threads=settings.embedding_threads, background=True)
 
 
 def resolve_mode(settings) -> str:

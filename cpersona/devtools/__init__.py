@@ -1,0 +1,1 @@
+"""Tools for tests, benchmarks and trying configurations; not used by the server itself."""

@@ -3,6 +3,7 @@
     cpersona                 serve MCP (stdio by default; CPERSONA_TRANSPORT=streamable-http)
     cpersona serve           same
     cpersona embed-server    HTTP /embed server with the bundled model
+    cpersona reembed         re-embed stored rows after an embedding-model change
 
 Configuration errors print ONE line to stderr and exit with status 2 — never a traceback.
 """
@@ -24,7 +25,7 @@ def _setup_logging(level: str) -> None:
     logging.basicConfig(stream=sys.stderr, level=level.upper(), format="cpersona %(levelname)s %(name)s: %(message)s")
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     """Run the MCP server until the client disconnects."""
     from cpersona.core.engine import Engine
     from cpersona.mcp.server import build_server
@@ -50,10 +51,37 @@ def _check_http_auth(settings: Settings) -> None:
         )
 
 
+def reembed_command(settings: Settings, args: argparse.Namespace) -> int:
+    """Re-embed stale rows with a progress bar; resumable (Ctrl-C keeps finished batches)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from cpersona.core.embedding.base import EmbeddingError
+    from cpersona.core.engine import Engine
+    from cpersona.core.reembed import reembed
+
+    engine = Engine(settings, start_background=False)
+    engine.start_background()
+    columns = (TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    try:
+        with Progress(*columns, transient=False) as bar:
+            task = bar.add_task("rows", total=None)
+            report = reembed(engine, args.batch, args.all, lambda done, total: bar.update(task, completed=done, total=total))
+    except EmbeddingError as err:
+        print(f"cpersona reembed: {err}", file=sys.stderr)
+        return 1
+    finally:
+        engine.close()
+    print(f"re-embedded {report.rows} of {report.total} rows with {report.model} ({report.dim}-d)")
+    return 0
+
+
 def _embed_server(argv: list[str]) -> int:
     from cpersona import embed_server
 
     return embed_server.main(argv)
+
+
+COMMANDS = {"serve": serve, "reembed": reembed_command}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,12 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "embed-server":
         return _embed_server(argv[1:])
     parser = argparse.ArgumentParser(prog="cpersona", description="Persistent memory for LLM agents over MCP.")
-    parser.add_argument("command", nargs="?", default="serve", choices=["serve"], help="what to run (default: serve)")
+    parser.add_argument("command", nargs="?", default="serve", choices=list(COMMANDS), help="what to run (default: serve)")
+    parser.add_argument("--all", action="store_true", help="reembed: re-embed every row, not only stale ones")
+    parser.add_argument("--batch", type=int, default=32, help="reembed: texts per embedding call (1..100)")
     args = parser.parse_args(argv)
     try:
         settings = Settings.from_env()
         _setup_logging(settings.log_level)
-        return {"serve": serve}[args.command](settings)
+        return COMMANDS[args.command](settings, args)
     except (ConfigError, SchemaTooNew) as err:
         print(f"cpersona: {err}", file=sys.stderr)
         return 2

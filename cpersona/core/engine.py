@@ -20,6 +20,7 @@ from cpersona.core.config import Settings
 from cpersona.core.db import Database
 from cpersona.core.embedding.advisory import Advisory
 from cpersona.core.embedding.base import Embedder, EmbeddingError, EmbeddingNotReady
+from cpersona.core.embedding import identity
 from cpersona.core.embedding.cache import QueryCache
 from cpersona.core.embedding.provider import build_embedder
 from cpersona.core.errors import InvalidArgument
@@ -59,6 +60,7 @@ class Engine:
         self._index_lock = threading.RLock()
         self._indexes: dict[str, VectorIndex] | None = None
         self._data_version = self.db.data_version()
+        self.vector_state: identity.VectorState | None = None
         if self.embedder is None:
             self.advisory.disabled("mode=none / no embedding backend configured")
         self.backfill = Backfill(self)
@@ -94,7 +96,32 @@ class Engine:
             self.advisory.observe_failure(f"mode={self.embedder.mode} / {err}")
             return None
         self.advisory.observe_ok()
+        if self.vector_state is None:
+            self.reconcile_identity()
         return vectors
+
+    def reconcile_identity(self) -> identity.VectorState | None:
+        """Compare the backend's (model, dim) with the one recorded for the stored vectors;
+        on a change, mark old rows stale (kept out of cosine ranking) and tell the user."""
+        if self.embedder is None or self.embedder.dim is None:
+            return None
+        with self.db.write() as conn:
+            state = identity.reconcile(conn, self.embedder.model_id, self.embedder.dim)
+            stale = identity.stale_count(conn, state) if state.pending else 0
+        if state.changed_now:
+            log.warning(
+                "embedding model changed from %s (%s-d) to %s (%s-d): %d stored rows are left out of vector "
+                "search until `cpersona reembed` runs", state.pending["from_model"], state.pending["from_dim"],
+                state.model, state.dim, stale,
+            )
+        self.advisory.set_notice(
+            f"{stale} rows embedded by {state.pending['from_model']} await `cpersona reembed` (active model "
+            f"{state.model})" if state.pending and stale else None
+        )
+        with self._index_lock:
+            self.vector_state = state
+            self._indexes = None
+        return state
 
     def embed_query(self, text: str) -> np.ndarray | None:
         """Query vector (cached, CPERSONA_EMBEDDING_CACHE_SIZE / _TTL) or None."""
@@ -116,6 +143,7 @@ class Engine:
             self._data_version = version
             with self._index_lock:
                 self._indexes = None
+                self.vector_state = None
 
     def indexes(self) -> dict[str, VectorIndex] | None:
         """Resident indexes for the backend's dimension, loaded on first use; None when
@@ -123,10 +151,13 @@ class Engine:
         dim = self.embedder.dim if self.embedder is not None else None
         if dim is None:
             return None
+        if self.vector_state is None and self.reconcile_identity() is None:
+            return None
         with self._index_lock:
+            state = self.vector_state
             if self._indexes is None or self._indexes["memories"].dim != dim:
                 with self.db.read() as conn:
-                    self._indexes = {t: load_index(conn, t, dim) for t in ("memories", "episodes")}
+                    self._indexes = {t: load_index(conn, t, dim, state.stale_range(t)) for t in identity.TABLES}
             return self._indexes
 
     def index_add(self, table: str, row_id: int, agent: str, project: str, channel: str, created: str, vec) -> None:

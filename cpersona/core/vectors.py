@@ -12,10 +12,11 @@ from cpersona.core.vector_index import VectorIndex
 _DTYPE = np.dtype("<f4")
 
 #: table → SQL selecting (id, agent_id, project_id, channel, created_at, embedding) of
-#: rows embedded at dimension ? (byte length 4·dim), oldest first.
+#: rows embedded at dimension ? (byte length 4·dim) outside the stale id range (?, ?],
+#: oldest first.
 _LOAD_SQL = {
     table: f"SELECT id, agent_id, project_id, channel, created_at, embedding FROM {table} "
-    "WHERE embedding IS NOT NULL AND length(embedding) = ? ORDER BY created_at, id"
+    "WHERE embedding IS NOT NULL AND length(embedding) = ? AND NOT (id > ? AND id <= ?) ORDER BY created_at, id"
     for table in ("memories", "episodes")
 }
 
@@ -32,9 +33,10 @@ def from_blob(blob: bytes) -> np.ndarray | None:
     return np.frombuffer(blob, dtype=_DTYPE).astype(np.float32)
 
 
-def load_index(conn: sqlite3.Connection, table: str, dim: int) -> VectorIndex:
-    """Build the resident index of `table` from every stored vector of dimension `dim`."""
+def load_index(conn: sqlite3.Connection, table: str, dim: int, stale: tuple[int, int] = (0, 0)) -> VectorIndex:
+    """Build the resident index of `table` from every stored vector of dimension `dim`,
+    leaving out ids in the stale range (watermark, boundary] of another model."""
     index = VectorIndex(dim)
-    for row_id, agent, project, channel, created, blob in conn.execute(_LOAD_SQL[table], (4 * dim,)):
+    for row_id, agent, project, channel, created, blob in conn.execute(_LOAD_SQL[table], (4 * dim, *stale)):
         index.add(row_id, agent, project, channel, created, from_blob(blob))
     return index

@@ -1,7 +1,8 @@
 """Degraded-search advisory (spec retrieval.md §13): tells the agent when recall runs
 without vectors, so a worse answer is never silent.
 
-States: unknown → healthy | hint | loading | fault.
+States: unknown → healthy | hint | loading | fault; plus a standing `notice` (vectors of a
+previous model awaiting re-embedding) reported as `reembed` while otherwise healthy.
 * hint    — embeddings not configured (mode none): static.
 * loading — the bundled model is still loading in the background.
 * fault   — a configured backend failed twice in a row (one blip is forgiven);
@@ -33,12 +34,18 @@ _RUNBOOKS = {
         "To silence this notice set CPERSONA_DEGRADED_ADVISORY=false."
     ),
 }
+_RUNBOOKS["reembed"] = (
+    "Tell the user: the embedding model changed, so memories embedded by the previous model are "
+    "left out of semantic search until they are re-embedded. Run `cpersona reembed` (safe to "
+    "interrupt and resume; the server may keep running). Keyword search still covers every memory."
+)
 _REASONS = {
+    "reembed": "stored vectors come from another embedding model; some rows are keyword-only",
     "hint": "embeddings disabled; keyword/FTS only",
     "loading": "embedding model loading; keyword/FTS only",
     "fault": "embedding backend failing; keyword/FTS only",
 }
-_SEVERITY = {"hint": "hint", "loading": "hint", "fault": "fault"}
+_SEVERITY = {"hint": "hint", "loading": "hint", "fault": "fault", "reembed": "hint"}
 
 
 @dataclass
@@ -47,6 +54,7 @@ class AdvisoryState:
     evidence: str = ""
     consecutive_failures: int = 0
     emitted: bool = False
+    notice: str | None = None
 
 
 class Advisory:
@@ -90,10 +98,20 @@ class Advisory:
             if self._s.consecutive_failures >= FAULT_AFTER:
                 self._enter("fault", evidence)
 
+    def set_notice(self, evidence: str | None) -> None:
+        """A standing condition shown while the backend is otherwise healthy, e.g. vectors
+        of a previous model awaiting `cpersona reembed`. None clears it."""
+        with self._lock:
+            if evidence != self._s.notice:
+                self._s.notice = evidence
+                self._s.emitted = False
+
     def payload(self) -> dict | None:
         """The `advisory` object for a recall response, or None when healthy/disabled."""
         with self._lock:
             state = self._s.state
+            if state in ("healthy", "unknown") and self._s.notice:
+                state, self._s.evidence = "reembed", self._s.notice
             if not self.enabled or state not in _REASONS:
                 return None
             full = not self._s.emitted

@@ -13,10 +13,25 @@ from typing import Any
 _MARKER = re.compile(r"\[Memory from [^\]]+\]\s*")
 #: CJK ranges of spec retrieval.md §2.4 (Hangul deliberately excluded).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff66-\uff9f"
-_TOKEN = re.compile(rf"[{_CJK}]+|[^\s{_CJK}]+")
 _IS_CJK = re.compile(rf"[{_CJK}]")
+#: Inside a CJK chunk, trigrams run over CJK characters and digits together.
+_CJK_RUN = re.compile(rf"[{_CJK}0-9\uff10-\uff19]+")
+#: Chunks: maximal runs of word characters and identifier joiners (CJK are word chars).
+_CHUNK = re.compile(r"[\w\-./:@#+]+")
 #: Trigram tokenizer: shorter terms cannot match anything.
 MIN_TERM_CHARS = 3
+#: Inside a non-CJK run, words are split on anything but letters, digits and the joiners
+#: that make identifiers (`CVE-2024-3094`, `src/app.py:42`, `user@host`, `c++`, `#123`);
+#: joiners at a word's edge are sentence punctuation and are trimmed.
+_WORD_SPLIT = re.compile(r"[^\w\-./:@#+]+")
+_EDGE = "-./:@#+_"
+#: English function words: as trigram OR-terms they match almost every row and only add
+#: noise to bm25 (the same list as the reference lexical baseline of the data sets).
+STOPWORDS = frozenset(
+    """the a an of to in on at for and or is was were be been did does do what when where which who whom why
+    how i my me you your it its that this with from by as are have has had would could should will can about any
+    there their they them he she his her we our us not no yes""".split()
+)
 
 
 def sanitize(text: str, cap: int) -> tuple[str, bool]:
@@ -67,16 +82,38 @@ def _from_tagged(tag: str, inner: Any) -> Any:
     return {tag: inner}
 
 
+def _words(run: str) -> list[str]:
+    words = (w.strip(_EDGE) for w in _WORD_SPLIT.split(run))
+    return [w for w in words if len(w) >= MIN_TERM_CHARS and w.lower() not in STOPWORDS]
+
+
 def fts_terms(query: str) -> list[str]:
-    """Terms of the MATCH expression: CJK runs → overlapping 3-grams, other runs of ≥3
-    chars kept whole (punctuation included: `CVE-2024-3094`), deduplicated in order."""
+    """Terms of the MATCH expression (spec retrieval.md §2.4, refined).
+
+    The query is cut into chunks at whitespace and sentence punctuation. In a chunk holding
+    CJK characters, each run of CJK characters and digits → its overlapping 3-grams (so
+    `天正10年` and `ルイ13世` match although their CJK parts are shorter than 3), and the
+    rest of the chunk → words as below. Other chunks → words of ≥ 3 chars keeping inner identifier
+    punctuation (`CVE-2024-3094`, `ERR_TIMEOUT_1750`, `src/app.py:42`) but not sentence
+    punctuation at their edges (`group?` → `group`), minus English stopwords.
+    Deduplicated case-insensitively, first occurrence order.
+    """
     terms: list[str] = []
-    for run in _TOKEN.findall(query):
-        if _IS_CJK.match(run):
-            terms.extend(run[i : i + MIN_TERM_CHARS] for i in range(len(run) - MIN_TERM_CHARS + 1))
-        elif len(run) >= MIN_TERM_CHARS:
-            terms.append(run)
-    return list(dict.fromkeys(terms))
+    for chunk in _CHUNK.findall(query):
+        if _IS_CJK.search(chunk):
+            for run in _CJK_RUN.findall(chunk):
+                terms.extend(_trigrams(run))
+            terms.extend(_words(_CJK_RUN.sub(" ", chunk)))
+        else:
+            terms.extend(_words(chunk))
+    seen: dict[str, str] = {}
+    for term in terms:
+        seen.setdefault(term.lower(), term)
+    return list(seen.values())
+
+
+def _trigrams(chunk: str) -> list[str]:
+    return [chunk[i : i + MIN_TERM_CHARS] for i in range(len(chunk) - MIN_TERM_CHARS + 1)]
 
 
 def fts_match_expression(query: str) -> str:

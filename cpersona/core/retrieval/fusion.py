@@ -34,12 +34,19 @@ def _merge(channels: Channels) -> dict[tuple[str, int], Candidate]:
     return merged
 
 
-def rrf(channels: Channels, k: int) -> list[Candidate]:
-    """Reciprocal rank fusion; sets `rrf` on every candidate; best first."""
+Weights = dict[str, float]
+
+
+def rrf(channels: Channels, k: int, weights: Weights | None = None) -> list[Candidate]:
+    """Reciprocal rank fusion Σ_c w_c / (k + rank_c + 1); sets `rrf`; best first.
+
+    `weights` maps channel name → w_c (default 1.0 each)."""
+    weights = weights or {}
     scores: dict[tuple[str, int], float] = {}
-    for rows in channels.values():
+    for name, rows in channels.items():
+        w = weights.get(name, 1.0)
         for rank, cand in enumerate(rows):
-            scores[cand.key] = scores.get(cand.key, 0.0) + 1.0 / (k + rank + 1)
+            scores[cand.key] = scores.get(cand.key, 0.0) + w / (k + rank + 1)
     merged = _merge(channels)
     for key, cand in merged.items():
         cand.rrf = scores[key]
@@ -63,19 +70,23 @@ def _min_max(values: list[float | None]) -> list[float]:
     return [0.0 if v is None else (v - lo) / (hi - lo) for v in values]
 
 
-def rsf(channels: Channels) -> list[Candidate]:
-    """Relative score fusion; sets `rsf` ∈ [0, 1] on every candidate; best first."""
+def rsf(channels: Channels, weights: Weights | None = None) -> list[Candidate]:
+    """Relative score fusion Σ_c w_c·norm_c / Σ_active w_c; sets `rsf` ∈ [0, 1]; best first.
+
+    Channels that returned no row do not count in the denominator."""
+    weights = weights or {}
     active = [name for name, rows in channels.items() if rows]
     totals: dict[tuple[str, int], float] = {}
     for name in active:
         rows = channels[name]
+        w = weights.get(name, 1.0)
         raw = [_RAW[name](c) for c in rows]
         for cand, norm in zip(rows, _min_max(raw)):
-            totals[cand.key] = totals.get(cand.key, 0.0) + norm
+            totals[cand.key] = totals.get(cand.key, 0.0) + w * norm
     merged = _merge(channels)
-    n_active = max(1, len(active))
+    denominator = sum(weights.get(name, 1.0) for name in active) or 1.0
     for key, cand in merged.items():
-        cand.rsf = totals.get(key, 0.0) / n_active
+        cand.rsf = totals.get(key, 0.0) / denominator
     return sorted(merged.values(), key=lambda c: -c.rsf)
 
 

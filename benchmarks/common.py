@@ -1,0 +1,592 @@
+"""Shared helpers of the cpersona benchmarks (`retrieval.py`, `latency.py`).
+
+* data: locating the evaluation sets (`<repo>/../shared/data` by default), loading the
+  normalised JSONL format, deterministic query sub-sampling;
+* metrics: recall@k, MRR@10, NDCG@10 (binary gains, or graded from a query's `relevance`),
+  per-category aggregation, percentiles;
+* MCP: `McpServer`, the real `python -m cpersona` spawned over stdio with the official MCP
+  client; `call()` returns the parsed JSON result and the client-side wall time;
+* the benchmark loops shared by both scripts: store a corpus, wait for the embeddings,
+  recall every query and score it;
+* the server process: pid lookup (child of this process whose cmdline has "cpersona") and
+  peak RSS (VmHWM) from /proc;
+* output: plain-text tables, progress lines on stderr, JSON results.
+
+Nothing here imports cpersona's core: the benchmarks measure the server exactly as an MCP
+client sees it (JSON over stdio, one sequential call at a time).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import math
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+RESULTS = REPO / "benchmarks" / "results"
+
+#: Agent id of the readiness probe; never used by a data set, never scored.
+PROBE_AGENT = "__bench_probe__"
+
+#: Reference lexical floor (`fts5_baseline.py`, from ../shared/data/README.md, measured on
+#: a 2-core machine with an in-memory DB and ALL queries of each set).
+BASELINE_FLOOR = {
+    "locomo": {"recall@10": 0.580, "ndcg@10": 0.449, "p50_ms": 2.0, "p95_ms": 6.2, "queries": 1536},
+    "longmemeval_oracle": {"recall@10": 0.581, "ndcg@10": 0.465, "p50_ms": 18, "p95_ms": 43, "queries": 470},
+    "jsquad": {"recall@10": 0.952, "ndcg@10": 0.908, "p50_ms": 1.5, "p95_ms": 5.9, "queries": 8862},
+    "scale-10000": {"recall@10": 0.875, "ndcg@10": 0.855, "p50_ms": 1.9, "p95_ms": 4.7, "queries": 1000},
+    "scale-100000": {"recall@10": 0.846, "ndcg@10": 0.789, "p50_ms": 25, "p95_ms": 70, "queries": 1000},
+}
+
+
+# --------------------------------------------------------------------------- data
+@dataclass
+class Dataset:
+    """One evaluation set in the normalised format (see ../shared/data/README.md)."""
+
+    name: str
+    path: Path
+    memories: list[dict]
+    queries: list[dict]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def resolve_dataset(name: str, data_root: Path) -> Path:
+    """Folder of data set `name`.
+
+    * `locomo`, `jsquad`, `longmemeval_oracle` (any folder of `data_root`);
+    * `scale-<dir>` → `data_root/scale/<dir>` (e.g. `scale-sample-1000`), or `<dir>` itself
+      when that is an existing folder (e.g. `scale-/tmp/scale10k`);
+    * any folder path holding memories.jsonl + queries.jsonl.
+    """
+    candidates = [data_root / name]
+    if name.startswith("scale-"):
+        rest = name[len("scale-"):]
+        candidates = [data_root / "scale" / rest, Path(rest)]
+    candidates.append(Path(name))
+    for folder in candidates:
+        if (folder / "memories.jsonl").is_file() and (folder / "queries.jsonl").is_file():
+            return folder.resolve()
+    tried = ", ".join(str(c) for c in candidates)
+    raise SystemExit(f"data set {name!r} not found (looked for memories.jsonl + queries.jsonl in: {tried})")
+
+
+def load_dataset(folder: Path, name: str | None = None) -> Dataset:
+    return Dataset(
+        name=name or folder.name,
+        path=folder,
+        memories=read_jsonl(folder / "memories.jsonl"),
+        queries=read_jsonl(folder / "queries.jsonl"),
+    )
+
+
+def select_evenly(items: Sequence, n: int | None) -> list:
+    """`n` items spread evenly over `items` (indices floor(i * len / n)); all when n is
+    None/0 or ≥ len. Deterministic: the same input always gives the same subset."""
+    if not n or n >= len(items):
+        return list(items)
+    return [items[i * len(items) // n] for i in range(n)]
+
+
+def category_of(query: dict) -> str:
+    """Per-category bucket: `category`, else `split` (JSQuAD has no categories), else '-'."""
+    return str(query.get("category") or query.get("split") or "-")
+
+
+# ------------------------------------------------------------------------ metrics
+def query_gains(query: dict) -> dict[str, float]:
+    """Gain per relevant memory id: the graded `relevance` map when present, else 1."""
+    graded = query.get("relevance")
+    if graded:
+        return {k: float(v) for k, v in graded.items()}
+    return {r: 1.0 for r in query["relevant"]}
+
+
+def score_ranking(ranking: Sequence[Iterable[str]], query: dict) -> dict[str, float]:
+    """Metrics of one query.
+
+    `ranking` is best-first; each entry is the set of data-set ids that the returned row
+    stands for (more than one when the server skipped an identical text as a duplicate and
+    answered with the existing row; empty for rows we cannot map). A relevant id found in a
+    row counts once (first occurrence). NDCG@10 uses linear gains g/log2(rank+1), the ideal
+    ranking from the query's gains (same as fts5_baseline.py), clipped to 1.0 (reachable
+    only when two relevant ids share one stored row).
+    """
+    gains = query_gains(query)
+    relevant = set(query["relevant"]) | set(gains)
+    seen: set[str] = set()
+    found_at: dict[str, int] = {}
+    dcg = 0.0
+    first_hit = None
+    for rank, ids in enumerate(ranking, start=1):
+        hits = [i for i in ids if i in relevant and i not in seen]
+        seen.update(hits)
+        for i in hits:
+            found_at[i] = rank
+        if hits and first_hit is None:
+            first_hit = rank
+        if rank <= 10:
+            dcg += sum(gains.get(i, 0.0) for i in hits) / math.log2(rank + 1)
+    ideal = sorted(gains.values(), reverse=True)[:10]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    n_rel = len(relevant) or 1
+    return {
+        "recall@5": sum(1 for r in found_at.values() if r <= 5) / n_rel,
+        "recall@10": sum(1 for r in found_at.values() if r <= 10) / n_rel,
+        "mrr@10": (1.0 / first_hit) if first_hit and first_hit <= 10 else 0.0,
+        "ndcg@10": min(1.0, dcg / idcg) if idcg else 0.0,
+        "first_hit": first_hit,
+    }
+
+
+METRIC_KEYS = ("recall@5", "recall@10", "mrr@10", "ndcg@10")
+
+
+def aggregate(per_query: list[dict]) -> dict[str, Any]:
+    """Mean metrics over `per_query` rows ({category, recall@5, …, rows}), overall and per
+    category (categories sorted by size, largest first)."""
+
+    def summary(rows: list[dict]) -> dict[str, Any]:
+        out: dict[str, Any] = {"queries": len(rows)}
+        for key in METRIC_KEYS:
+            out[key] = round(sum(r[key] for r in rows) / len(rows), 4) if rows else 0.0
+        out["mean_rows"] = round(sum(r["rows"] for r in rows) / len(rows), 2) if rows else 0.0
+        out["zero_row_queries"] = sum(1 for r in rows if r["rows"] == 0)
+        return out
+
+    groups: dict[str, list[dict]] = collections.defaultdict(list)
+    for row in per_query:
+        groups[row["category"]].append(row)
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return {"overall": summary(per_query), "categories": {name: summary(rows) for name, rows in ordered}}
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """p-th percentile (0..100) with linear interpolation between closest ranks (numpy's
+    default); nan for an empty list."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * p / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def latency_summary(ms: Sequence[float]) -> dict[str, float]:
+    """p50 / p95 / p99 / mean / max of per-call wall times in ms (rounded to 0.01 ms)."""
+    if not ms:
+        return {"n": 0}
+    return {
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p95_ms": round(percentile(ms, 95), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+        "mean_ms": round(sum(ms) / len(ms), 2),
+        "max_ms": round(max(ms), 2),
+    }
+
+
+# ------------------------------------------------------------------ server process
+def _ppid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # comm may contain spaces/parentheses: the fields after the LAST ')' are fixed.
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def server_children(parent: int | None = None) -> set[int]:
+    """Pids of live children of `parent` (default: this process) whose cmdline mentions
+    cpersona — i.e. the MCP servers this benchmark spawned. Linux /proc only."""
+    parent = os.getpid() if parent is None else parent
+    found = set()
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if entry.name.isdigit() and _ppid(int(entry.name)) == parent and "cpersona" in _cmdline(int(entry.name)):
+            found.add(int(entry.name))
+    return found
+
+
+def proc_memory_mb(pid: int | None) -> dict[str, float | None]:
+    """{peak_rss_mb (VmHWM), rss_mb (VmRSS)} of `pid` from /proc/<pid>/status."""
+    out: dict[str, float | None] = {"peak_rss_mb": None, "rss_mb": None}
+    if pid is None:
+        return out
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                out["peak_rss_mb" if key == "VmHWM" else "rss_mb"] = round(int(value.split()[0]) / 1024, 1)
+    except OSError:
+        pass
+    return out
+
+
+# ---------------------------------------------------------------------------- MCP
+class ToolError(RuntimeError):
+    """The MCP call itself failed (protocol error / isError result), not `ok: false`."""
+
+
+class McpServer:
+    """`python -m cpersona` over stdio via the official MCP client (async context manager).
+
+    Args:
+        db_path: the SQLite file (CPERSONA_DB_PATH), normally in a temp folder.
+        embedding: CPERSONA_EMBEDDING_MODE (none | local | http).
+        embedding_url: CPERSONA_EMBEDDING_URL for http mode.
+        errlog: file receiving the server's stderr (kept for the report).
+        env: extra variables; every CPERSONA_* of this process is passed through as well
+            (ours win for DB path / mode / URL).
+
+    Attributes after entering: `pid` (server process, or None if not found), `init_ms`.
+    """
+
+    def __init__(self, db_path: Path, embedding: str, embedding_url: str = "", errlog: Path | None = None,
+                 env: dict[str, str] | None = None, timeout_s: float = 300.0) -> None:
+        self.db_path = Path(db_path)
+        self.env = {k: v for k, v in os.environ.items() if k.startswith("CPERSONA_")}
+        self.env.update(env or {})
+        self.env.update({"CPERSONA_DB_PATH": str(self.db_path), "CPERSONA_EMBEDDING_MODE": embedding})
+        if embedding_url:
+            self.env["CPERSONA_EMBEDDING_URL"] = embedding_url
+        self.errlog_path = errlog or self.db_path.with_suffix(".stderr.log")
+        self.timeout_s = timeout_s
+        self.pid: int | None = None
+        self.init_ms = 0.0
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._session = None
+
+    def knobs(self) -> dict[str, str]:
+        """The extra environment the server ran with (CPERSONA_* and --server-env; an auth
+        token is masked)."""
+        return {k: ("***" if "TOKEN" in k else v) for k, v in sorted(self.env.items())}
+
+    async def __aenter__(self) -> "McpServer":
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "cpersona"], env=self.env, cwd=str(self.db_path.parent),
+        )
+        before = server_children()
+        self._stack = contextlib.AsyncExitStack()
+        await self._stack.__aenter__()
+        try:
+            errlog = self._stack.enter_context(self.errlog_path.open("a", encoding="utf-8"))
+            read, write = await self._stack.enter_async_context(stdio_client(params, errlog=errlog))
+            self._session = await self._stack.enter_async_context(ClientSession(read, write))
+            started = time.perf_counter()
+            await self._session.initialize()
+            self.init_ms = (time.perf_counter() - started) * 1000
+        except BaseException:
+            await self._stack.__aexit__(*sys.exc_info())
+            raise
+        new = sorted(server_children() - before)
+        self.pid = new[-1] if new else None
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._stack is not None:
+            await self._stack.__aexit__(*exc)
+
+    def memory(self) -> dict[str, float | None]:
+        """Peak / current RSS of the server process (call while it is alive)."""
+        return proc_memory_mb(self.pid)
+
+    async def call(self, tool: str, arguments: dict) -> tuple[dict, float]:
+        """Call `tool`; returns (parsed JSON of the first text block, client wall ms)."""
+        started = time.perf_counter()
+        result = await self._session.call_tool(tool, arguments, read_timeout_seconds=self.timeout_s)
+        elapsed = (time.perf_counter() - started) * 1000
+        content = getattr(result, "content", None) or []
+        text = getattr(content[0], "text", "") if content else ""
+        if getattr(result, "is_error", False):
+            raise ToolError(f"{tool}: {text or result!r}")
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            raise ToolError(f"{tool}: result is not JSON: {text[:200]!r}") from None
+        return payload, elapsed
+
+    def stderr_summary(self, limit: int = 20) -> dict[str, Any]:
+        """Warnings/errors the server logged (counts + the first `limit` such lines)."""
+        try:
+            lines = self.errlog_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        flagged = [ln for ln in lines if any(w in ln for w in ("ERROR", "WARNING", "CRITICAL", "Traceback"))]
+        return {"lines": len(lines), "flagged": len(flagged), "first": flagged[:limit]}
+
+
+# ----------------------------------------------------------------------- progress
+class Progress:
+    """Plain progress lines on stderr, at most one every `every` seconds (and at the end)."""
+
+    def __init__(self, label: str, total: int, every: float = 5.0) -> None:
+        self.label, self.total, self.every = label, total, every
+        self.done = 0
+        self.started = self.last = time.perf_counter()
+
+    def update(self, n: int = 1, note: str = "") -> None:
+        self.done += n
+        now = time.perf_counter()
+        if now - self.last >= self.every or self.done >= self.total:
+            self.last = now
+            rate = self.done / max(now - self.started, 1e-9)
+            eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+            tail = f"  {note}" if note else ""
+            print(f"  [{self.label}] {self.done}/{self.total}  {rate:.0f}/s  eta {eta:.0f}s{tail}",
+                  file=sys.stderr, flush=True)
+
+
+def parse_server_env(pairs: Sequence[str] | None) -> dict[str, str]:
+    """`--server-env KEY=VALUE` options → dict (extra variables for the server process,
+    e.g. OPENBLAS_NUM_THREADS=1; the MCP client passes only a minimal environment)."""
+    env = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--server-env expects KEY=VALUE, got {pair!r}")
+        env[key] = value
+    return env
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -------------------------------------------------------------- benchmark loops
+def ref_rowid(ref: str) -> int | None:
+    """Row id of a memory ref "mem:<id>"; None for episodes ("ep:…") or anything else."""
+    kind, _, num = str(ref).partition(":")
+    return int(num) if kind == "mem" and num.isdigit() else None
+
+
+@dataclass
+class StoreReport:
+    """What storing a corpus did: row id → data-set ids, result counts, timings."""
+
+    rows: dict[int, list[str]] = field(default_factory=lambda: collections.defaultdict(list))
+    counts: collections.Counter = field(default_factory=collections.Counter)
+    problems: list[dict] = field(default_factory=list)
+    ms: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        n = len(self.ms)
+        return {
+            "calls": n,
+            "results": dict(self.counts),
+            "distinct_rows": len(self.rows),
+            "wall_s": round(self.wall_s, 2),
+            "stores_per_s": round(n / self.wall_s, 1) if self.wall_s else None,
+            "per_call": latency_summary(self.ms),
+            "problems": self.problems[:20],
+        }
+
+
+async def store_corpus(server: McpServer, memories: list[dict], label: str = "store") -> StoreReport:
+    """Store every memory under its own agent_id, sequentially; message.id = data-set id,
+    message.timestamp = created_at when the set has one."""
+    report = StoreReport()
+    progress = Progress(label, len(memories))
+    started = time.perf_counter()
+    for mem in memories:
+        message: dict[str, Any] = {"content": mem["text"], "id": mem["id"]}
+        if mem.get("created_at"):
+            message["timestamp"] = mem["created_at"]
+        payload, ms = await server.call("store", {"agent_id": mem["agent_id"], "message": message})
+        report.ms.append(ms)
+        result = payload.get("result", "error" if not payload.get("ok") else "?")
+        report.counts[result] += 1
+        if payload.get("embedded"):
+            report.counts["embedded_at_store"] += 1
+        row = payload.get("id")
+        if isinstance(row, int):
+            report.rows[row].append(mem["id"])
+        if result != "stored":
+            report.problems.append({"id": mem["id"], "result": result, "reason": payload.get("reason") or payload.get("error"),
+                                    "row": row})
+        progress.update()
+    report.wall_s = time.perf_counter() - started
+    return report
+
+
+async def wait_embedding_ready(server: McpServer, timeout_s: float = 180.0) -> float:
+    """Poll a recall on the probe agent until the response carries no `advisory` (the
+    backend answered). Returns the seconds waited. Raises TimeoutError, or RuntimeError
+    when the advisory reports a fault."""
+    started = time.perf_counter()
+    import anyio
+
+    while True:
+        payload, _ = await server.call("recall", {"agent_id": PROBE_AGENT, "query": "readiness probe", "limit": 1})
+        advisory = payload.get("advisory")
+        if not advisory:
+            return time.perf_counter() - started
+        if advisory.get("severity") == "fault":
+            raise RuntimeError(f"embedding backend fault: {advisory.get('reason')} ({advisory.get('evidence')})")
+        if time.perf_counter() - started > timeout_s:
+            raise TimeoutError(f"embedding backend not ready after {timeout_s:.0f}s: {advisory.get('reason')}")
+        await anyio.sleep(0.25)
+
+
+def count_unembedded(db_path: Path) -> tuple[int, int]:
+    """(rows with embedding IS NULL, all rows) in `memories`, via a read-only connection."""
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
+    try:
+        null = conn.execute("SELECT COUNT(*) FROM memories WHERE embedding IS NULL").fetchone()[0]
+        total = conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+        return null, total
+    finally:
+        conn.close()
+
+
+async def wait_all_embedded(db_path: Path, timeout_s: float = 600.0) -> tuple[float, int]:
+    """Wait until no memory row lacks a vector (the server's backfill). Returns (seconds
+    waited, rows still NULL at the end — 0 unless the timeout expired)."""
+    import anyio
+
+    started = time.perf_counter()
+    null, total = count_unembedded(db_path)
+    first = null
+    last_print = started
+    while null and time.perf_counter() - started < timeout_s:
+        await anyio.sleep(0.5)
+        null, total = count_unembedded(db_path)
+        if time.perf_counter() - last_print > 5:
+            last_print = time.perf_counter()
+            log(f"  [backfill] {first - null}/{first} embedded, {null} of {total} rows still without a vector")
+    return time.perf_counter() - started, null
+
+
+@dataclass
+class RecallRun:
+    per_query: list[dict]
+    ms: list[float]
+    advisories: int
+    errors: int
+    unmapped_rows: int
+
+
+async def recall_queries(server: McpServer, queries: list[dict], limit: int, rows: dict[int, list[str]],
+                         label: str = "recall") -> RecallRun:
+    """Recall every query with its own agent_id (sequential) and score it. The ranking is
+    the response REVERSED (the server lists worst → best)."""
+    per_query, ms_all = [], []
+    advisories = errors = unmapped = 0
+    progress = Progress(label, len(queries))
+    for q in queries:
+        payload, ms = await server.call("recall", {"agent_id": q["agent_id"], "query": q["query"], "limit": limit})
+        ms_all.append(ms)
+        if payload.get("ok") is False:
+            errors += 1
+        if payload.get("advisory"):
+            advisories += 1
+        messages = payload.get("messages") or []
+        ranking = []
+        for msg in reversed(messages):
+            ids = rows.get(ref_rowid(msg.get("ref", "")))
+            if ids is None:
+                unmapped += 1
+            ranking.append(ids or [])
+        scores = score_ranking(ranking, q)
+        per_query.append({"id": q["id"], "category": category_of(q), "rows": len(messages), "ms": round(ms, 2), **scores})
+        progress.update()
+    return RecallRun(per_query, ms_all, advisories, errors, unmapped)
+
+
+async def warm_up(server: McpServer, agent_id: str, n: int = 3) -> None:
+    """A few unmeasured recalls (first-use costs: index load, statement cache)."""
+    for i in range(n):
+        await server.call("recall", {"agent_id": agent_id, "query": f"warm-up query number {i}", "limit": 10})
+
+
+# ------------------------------------------------------------------------- output
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], file=None) -> None:
+    """Aligned plain-text table (first column left-aligned, the rest right-aligned)."""
+    cells = [list(map(str, headers))] + [[fmt(c) if not isinstance(c, str) else c for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    out = file or sys.stdout
+    for n, row in enumerate(cells):
+        line = "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        print(line.rstrip(), file=out)
+        if n == 0:
+            print("  ".join("-" * w for w in widths), file=out)
+
+
+def loadavg() -> list[float] | None:
+    """1/5/15-minute load average (other work on the machine inflates latencies)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def busy_machine_note(load_at_start: list[float] | None) -> str:
+    """A warning line when other processes kept the CPUs busy before the run, else ''."""
+    cpus = os.cpu_count() or 1
+    if load_at_start and load_at_start[0] > 0.5 * cpus:
+        return (f"NOTE: load average was {load_at_start[0]} on {cpus} CPUs before the run: other processes "
+                "were busy, latencies are inflated")
+    return ""
+
+
+def ms(value: float | None) -> str:
+    """Milliseconds for tables: 2 decimals below 10 ms, 1 above."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"python": platform.python_version(), "cpu_count": os.cpu_count(),
+                            "platform": platform.platform(), "loadavg_end": loadavg()}
+    try:
+        info["sqlite"] = sqlite3.sqlite_version
+        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "cpersona"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        info["git_commit"] = commit + ("+dirty(cpersona/)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
+
+
+def write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {path}")

@@ -1,0 +1,210 @@
+"""Store and recall latency of cpersona over MCP stdio as the store fills up.
+
+For each size (1k and 10k rows; 100k with `--with-100k`) this
+
+1. generates the synthetic SCALE corpus (`../shared/data/scale/make_scale.py N --out <tmp>`),
+2. spawns the real server (`python -m cpersona`, CPERSONA_EMBEDDING_MODE=http) against the
+   deterministic fake /embed server (`cpersona.devtools.fake_embed`, dim 512, in this
+   process) and a fresh SQLite file,
+3. stores the corpus with sequential MCP calls (store/s, per-call p50/p95),
+4. recalls up to `--max-queries` (default 500) queries, evenly spaced, and reports recall
+   p50 / p95 / p99 (client-side wall ms per call), the server's peak RSS (VmHWM of the
+   server process) and R@10 / NDCG@10 as a sanity check (fake vectors: not a quality claim).
+
+Targets printed next to the results: recall p50 ≤ 10 ms at 10k rows, ≤ 40 ms at 100k,
+store ≥ 300/s. Writes JSON (default `benchmarks/results/latency.json`).
+
+Usage::
+
+    python benchmarks/latency.py [--with-100k] [--sizes 1000,10000] [--max-queries 500]
+        [--data DIR] [--out PATH] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+DIM = 512
+#: (size → recall p50 ms target); store target applies to every size.
+RECALL_P50_TARGET_MS = {10_000: 10.0, 100_000: 40.0}
+STORE_TARGET_PER_S = 300.0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="1000,10000", help="comma-separated corpus sizes (default 1000,10000)")
+    p.add_argument("--with-100k", action="store_true", help="also run 100,000 rows (store alone takes minutes)")
+    p.add_argument("--max-queries", type=int, default=500, help="recalls per size, evenly spaced (default 500)")
+    p.add_argument("--data", type=Path, default=common.DEFAULT_DATA, help=f"data folder (default {common.DEFAULT_DATA})")
+    p.add_argument("--out", type=Path, default=common.RESULTS / "latency.json", help="JSON output")
+    p.add_argument("--embedding", choices=("http", "none"), default="http",
+                   help="http = fake /embed server (default); none = keyword-only, to isolate the embedding cost")
+    p.add_argument("--server-env", action="append", metavar="KEY=VALUE",
+                   help="extra environment variable for the server (repeatable), e.g. OPENBLAS_NUM_THREADS=1")
+    p.add_argument("--keep", action="store_true", help="keep the temp folder (corpora, DBs, server logs)")
+    args = p.parse_args(argv)
+    args.size_list = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.with_100k and 100_000 not in args.size_list:
+        args.size_list.append(100_000)
+    return args
+
+
+def generate(make_scale: Path, n: int, out: Path) -> float:
+    """Run make_scale.py; returns seconds taken."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, str(make_scale), str(n), "--out", str(out)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def fake_embed_cost_ms(texts: list[str]) -> float:
+    """Mean ms the fake /embed server spends hashing one text (included in every store and
+    recall of this benchmark, on top of the HTTP round trip)."""
+    from cpersona.devtools.fake_embed import fake_vector
+
+    started = time.perf_counter()
+    for t in texts:
+        fake_vector(t, DIM)
+    return (time.perf_counter() - started) * 1000 / max(1, len(texts))
+
+
+async def run_size(n: int, args: argparse.Namespace, url: str, workdir: Path) -> dict:
+    folder = workdir / f"scale-{n}"
+    gen_s = generate(args.data / "scale" / "make_scale.py", n, folder)
+    data = common.load_dataset(folder, f"scale-{n}")
+    queries = common.select_evenly(data.queries, args.max_queries)
+    common.log(f"scale {n}: {len(data.memories)} memories, {len(queries)} of {len(data.queries)} queries "
+               f"(generated in {gen_s:.1f}s)")
+    db = workdir / f"bench-{n}.db"
+    row: dict = {"size": n, "memories": len(data.memories), "queries_total": len(data.queries),
+                 "queries_evaluated": len(queries), "generate_s": round(gen_s, 2)}
+    async with common.McpServer(db, args.embedding, url, errlog=workdir / f"server-{n}.stderr.log",
+                                env=common.parse_server_env(args.server_env)) as server:
+        row["server_pid"] = server.pid
+        row["initialize_ms"] = round(server.init_ms, 1)
+        if args.embedding != "none":
+            row["embedding_ready_wait_s"] = round(await common.wait_embedding_ready(server, 60), 2)
+        store = await common.store_corpus(server, data.memories, label=f"store {n}")
+        row["store"] = store.as_json()
+        if args.embedding != "none":
+            waited, left = await common.wait_all_embedded(db, 120)
+            row["rows_without_vector"] = left
+        await common.warm_up(server, queries[0]["agent_id"])
+        rec = await common.recall_queries(server, queries, 10, store.rows, label=f"recall {n}")
+        row.update(server.memory())
+        row["server_stderr"] = server.stderr_summary()
+        row["env"] = server.knobs()
+    scores = common.aggregate(rec.per_query)
+    row["recall"] = {**common.latency_summary(rec.ms), "responses_with_advisory": rec.advisories,
+                     "error_responses": rec.errors, "unmapped_rows": rec.unmapped_rows}
+    row["metrics"] = scores
+    row["db_file_mb"] = round(db.stat().st_size / 2**20, 2)
+    if args.embedding != "none":
+        row["fake_embed_ms_per_text"] = round(fake_embed_cost_ms([q["query"] for q in queries[:200]]), 3)
+    row["targets"] = targets(row)
+    return row
+
+
+def targets(row: dict) -> dict:
+    """Each applicable target with the measured value and pass/miss."""
+    out = {"store_per_s": {"target": f">= {STORE_TARGET_PER_S:g}", "value": row["store"]["stores_per_s"],
+                           "ok": (row["store"]["stores_per_s"] or 0) >= STORE_TARGET_PER_S}}
+    p50_target = RECALL_P50_TARGET_MS.get(row["size"])
+    if p50_target is not None:
+        out["recall_p50_ms"] = {"target": f"<= {p50_target:g}", "value": row["recall"]["p50_ms"],
+                                "ok": row["recall"]["p50_ms"] <= p50_target}
+    return out
+
+
+async def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
+    from cpersona.devtools.fake_embed import FakeEmbedServer
+
+    rows = []
+    if args.embedding == "none":
+        for n in args.size_list:
+            rows.append(await run_size(n, args, "", workdir))
+        return rows
+    with FakeEmbedServer(dim=DIM) as fake:
+        for n in args.size_list:
+            rows.append(await run_size(n, args, fake.url, workdir))
+    return rows
+
+
+def report(rows: list[dict], embedding: str, load_start: list[float] | None) -> None:
+    how = f"fake /embed (dim {DIM})" if embedding == "http" else "none (keyword only)"
+    print(f"\n== latency: MCP stdio, sequential calls, embedding = {how}; times are client-side ms per call")
+    table = []
+    for r in rows:
+        st, rc, o = r["store"], r["recall"], r["metrics"]["overall"]
+        table.append((f"{r['size']:,}", f"{st['stores_per_s']:.0f}", common.ms(st["per_call"]["p50_ms"]),
+                      common.ms(st["per_call"]["p95_ms"]), rc["n"], common.ms(rc["p50_ms"]), common.ms(rc["p95_ms"]),
+                      common.ms(rc["p99_ms"]), f"{r['peak_rss_mb']:.1f}", f"{r['db_file_mb']:.1f}",
+                      o["recall@10"], o["ndcg@10"], f"{o['mean_rows']:.1f}"))
+    common.print_table(("rows", "store/s", "store p50", "store p95", "recalls", "recall p50", "p95", "p99",
+                        "peak RSS MB", "DB MB", "R@10", "NDCG@10", "rows/q"), table)
+    print("\ntargets")
+    checks = []
+    for r in rows:
+        for name, t in r["targets"].items():
+            checks.append((f"{r['size']:,}", name, t["target"], f"{t['value']:.1f}", "PASS" if t["ok"] else "MISS"))
+    common.print_table(("rows", "metric", "target", "measured", ""), checks)
+    floors = [(f"{r['size']:,}", common.BASELINE_FLOOR[f"scale-{r['size']}"]) for r in rows
+              if f"scale-{r['size']}" in common.BASELINE_FLOOR]
+    for size, f in floors:
+        print(f"(fts5 floor at {size} rows, README, 1000 q, in-process: R@10 {f['recall@10']}, "
+              f"NDCG@10 {f['ndcg@10']}, p50 {f['p50_ms']} ms / p95 {f['p95_ms']} ms)")
+    for r in rows:
+        notes = []
+        if r.get("rows_without_vector"):
+            notes.append(f"{r['rows_without_vector']} rows without a vector")
+        advisories = r["recall"]["responses_with_advisory"] if embedding != "none" else 0  # none: always a hint
+        if advisories or r["recall"]["error_responses"]:
+            notes.append(f"advisories {r['recall']['responses_with_advisory']}, errors {r['recall']['error_responses']}")
+        if r["server_stderr"]["flagged"]:
+            notes.append(f"server stderr flagged lines: {r['server_stderr']['first'][:3]}")
+        if "fake_embed_ms_per_text" in r:
+            notes.append(f"fake /embed hashing {r['fake_embed_ms_per_text']} ms/text is included in every call")
+        if notes:
+            print(f"  {r['size']:,}: " + "; ".join(notes))
+    busy = common.busy_machine_note(load_start)
+    if busy:
+        print("  " + busy)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import anyio
+
+    args = parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="cpersona-latency-"))
+    started = time.perf_counter()
+    load_start = common.loadavg()
+    try:
+        rows = anyio.run(run, args, workdir)
+    finally:
+        if args.keep:
+            common.log(f"kept {workdir}")
+        else:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+    report(rows, args.embedding, load_start)
+    common.write_json(args.out, {
+        "benchmark": "latency", "embedding": f"http (fake /embed, dim {DIM})" if args.embedding == "http" else "none",
+        "max_queries": args.max_queries, "loadavg_start": load_start,
+        "targets": {"recall_p50_ms": RECALL_P50_TARGET_MS, "store_per_s": STORE_TARGET_PER_S},
+        "total_wall_s": round(time.perf_counter() - started, 1), "machine": common.machine_info(), "sizes": rows,
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

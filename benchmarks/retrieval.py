@@ -1,0 +1,208 @@
+"""Retrieval quality of cpersona over MCP stdio on a public evaluation set.
+
+Spawns the real server (`python -m cpersona`) against a fresh SQLite file in a temp
+folder, stores every memory of the set under its own agent_id (message.id = the set's
+id, message.timestamp = created_at when present), recalls every query with its own
+agent_id, and scores the ranking (the response REVERSED: the server lists worst → best):
+
+* R@5, R@10, MRR@10, NDCG@10 (binary gains, graded when the query has `relevance`),
+  overall and per category (JSQuAD has none: its `split` is used);
+* mean rows returned per query, queries with zero rows;
+* store/s and store / recall p50 / p95 / p99 (client-side wall time per call).
+
+All calls are sequential (a measurement, not a load test). With `--embedding local` the
+run waits until the bundled model answers before storing, and until every stored row has
+a vector (read-only count of `embedding IS NULL` in the DB) before recalling.
+`--embedding http` uses CPERSONA_EMBEDDING_URL when set, else the deterministic fake
+/embed server (plumbing check only — its vectors say nothing about quality).
+
+Usage::
+
+    python benchmarks/retrieval.py --dataset locomo [--embedding none|local|http]
+        [--limit 10] [--max-queries N] [--data DIR] [--out PATH] [--keep-db]
+
+Data sets: locomo, jsquad (default: 2,000 of 8,862 queries, every k-th), longmemeval_oracle,
+scale-<dir> (folder under <data>/scale, e.g. scale-sample-1000, or an existing path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+#: Default --max-queries per data set (others: all queries).
+DEFAULT_MAX_QUERIES = {"jsquad": 2000}
+LAT_KEYS = ("p50_ms", "p95_ms", "p99_ms", "max_ms")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", required=True, help="locomo | jsquad | longmemeval_oracle | scale-<dir>")
+    p.add_argument("--embedding", choices=("none", "local", "http"), default="none",
+                   help="CPERSONA_EMBEDDING_MODE of the server (default none)")
+    p.add_argument("--limit", type=int, default=10, help="recall limit, 1..100 (default 10)")
+    p.add_argument("--max-queries", type=int, default=None,
+                   help="evaluate this many queries, evenly spaced (default: all; jsquad 2000; 0 = all)")
+    p.add_argument("--data", type=Path, default=common.DEFAULT_DATA, help=f"data folder (default {common.DEFAULT_DATA})")
+    p.add_argument("--out", type=Path, default=None,
+                   help="JSON output (default benchmarks/results/retrieval-<dataset>-<embedding>.json)")
+    p.add_argument("--ready-timeout", type=float, default=180.0, help="seconds to wait for the embedding model")
+    p.add_argument("--backfill-timeout", type=float, default=900.0, help="seconds to wait until every row has a vector")
+    p.add_argument("--server-env", action="append", metavar="KEY=VALUE",
+                   help="extra environment variable for the server (repeatable), e.g. OPENBLAS_NUM_THREADS=1")
+    p.add_argument("--keep-db", action="store_true", help="keep the temp folder with the DB and server log")
+    args = p.parse_args(argv)
+    if not 1 <= args.limit <= 100:
+        p.error("--limit must be in 1..100")
+    return args
+
+
+def dataset_label(name: str) -> str:
+    return name.replace("/", "_").strip("_") or "dataset"
+
+
+async def run(args: argparse.Namespace, workdir: Path) -> dict:
+    folder = common.resolve_dataset(args.dataset, args.data)
+    data = common.load_dataset(folder, args.dataset)
+    cap = args.max_queries if args.max_queries is not None else DEFAULT_MAX_QUERIES.get(args.dataset)
+    queries = common.select_evenly(data.queries, cap)
+    sampling = (f"all {len(queries)} queries" if len(queries) == len(data.queries) else
+                f"{len(queries)} of {len(data.queries)} queries, evenly spaced (index i*{len(data.queries)}//{len(queries)})")
+    common.log(f"{args.dataset}: {len(data.memories)} memories, {sampling}; embedding={args.embedding}; folder {folder}")
+
+    url = ""
+    fake = None
+    if args.embedding == "http":
+        url = os.environ.get("CPERSONA_EMBEDDING_URL", "")
+        if not url:
+            from cpersona.devtools.fake_embed import FakeEmbedServer
+
+            fake = FakeEmbedServer(dim=512).start()
+            url = fake.url
+            common.log(f"no CPERSONA_EMBEDDING_URL: using the fake /embed server {url} (NOT a quality measurement)")
+
+    db = workdir / "bench.db"
+    result: dict = {"benchmark": "retrieval", "dataset": args.dataset, "data_path": str(folder),
+                    "embedding": args.embedding, "embedding_url": url or None, "fake_embedder": fake is not None,
+                    "limit": args.limit, "memories": len(data.memories), "queries_total": len(data.queries),
+                    "queries_evaluated": len(queries), "query_sampling": sampling}
+    try:
+        async with common.McpServer(db, args.embedding, url, errlog=workdir / "server.stderr.log",
+                                    env=common.parse_server_env(args.server_env)) as server:
+            result["server"] = {"pid": server.pid, "initialize_ms": round(server.init_ms, 1), "env": server.knobs()}
+            if args.embedding != "none":
+                waited = await common.wait_embedding_ready(server, args.ready_timeout)
+                result["embedding_ready_wait_s"] = round(waited, 2)
+                common.log(f"embedding backend ready after {waited:.1f}s")
+
+            store = await common.store_corpus(server, data.memories)
+            result["store"] = store.as_json()
+            common.log(f"stored {len(data.memories)} in {store.wall_s:.1f}s ({dict(store.counts)})")
+
+            if args.embedding != "none":
+                waited, left = await common.wait_all_embedded(db, args.backfill_timeout)
+                result["backfill_wait_s"] = round(waited, 2)
+                result["rows_without_vector"] = left
+                if left:
+                    common.log(f"WARNING: {left} rows still without a vector after {waited:.0f}s")
+            null, total = common.count_unembedded(db)
+            result["db_rows"] = {"memories": total, "embedding_null": null}
+
+            await common.warm_up(server, queries[0]["agent_id"] if queries else common.PROBE_AGENT)
+            rec = await common.recall_queries(server, queries, args.limit, store.rows)
+            result["server"].update(server.memory())
+            result["server"]["stderr"] = server.stderr_summary()
+    finally:
+        if fake is not None:
+            fake.stop()
+
+    scores = common.aggregate(rec.per_query)
+    result.update({
+        "metrics": scores,
+        "recall": {**common.latency_summary(rec.ms), "responses_with_advisory": rec.advisories,
+                   "error_responses": rec.errors, "unmapped_rows": rec.unmapped_rows},
+        "baseline_floor": common.BASELINE_FLOOR.get(args.dataset),
+        "db_file_mb": round(db.stat().st_size / 2**20, 2) if db.exists() else None,
+        "per_query": rec.per_query,
+    })
+    return result
+
+
+def report(result: dict) -> None:
+    m = result["metrics"]
+    print(f"\n== retrieval: {result['dataset']}  embedding={result['embedding']}"
+          f"{' (fake /embed)' if result['fake_embedder'] else ''}  limit={result['limit']}")
+    print(f"memories {result['memories']}; {result['query_sampling']}")
+    rows = [(name, s["queries"], s["recall@5"], s["recall@10"], s["mrr@10"], s["ndcg@10"], f"{s['mean_rows']:.2f}",
+             s["zero_row_queries"]) for name, s in m["categories"].items()]
+    o = m["overall"]
+    rows.append(("OVERALL", o["queries"], o["recall@5"], o["recall@10"], o["mrr@10"], o["ndcg@10"],
+                 f"{o['mean_rows']:.2f}", o["zero_row_queries"]))
+    base = result.get("baseline_floor")
+    if base:
+        rows.append((f"fts5 floor (README, {base['queries']} q)", "", "", base["recall@10"], "", base["ndcg@10"], "", ""))
+    common.print_table(("category", "queries", "R@5", "R@10", "MRR@10", "NDCG@10", "rows/q", "zero-row q"), rows)
+
+    st, rc = result["store"], result["recall"]
+    print()
+    common.print_table(
+        ("calls", "n", "per second", "p50 ms", "p95 ms", "p99 ms", "max ms"),
+        [("store", st["calls"], f"{st['stores_per_s']:.1f}", *(common.ms(st["per_call"][k]) for k in LAT_KEYS)),
+         ("recall", rc["n"], f"{1000 / rc['mean_ms']:.1f}", *(common.ms(rc[k]) for k in LAT_KEYS))],
+    )
+    if base:
+        print(f"(fts5 floor latency, in-process: p50 {base['p50_ms']} ms / p95 {base['p95_ms']} ms)")
+    srv = result["server"]
+    notes = [f"store results {st['results']}", f"distinct rows {st['distinct_rows']}",
+             f"server peak RSS {srv.get('peak_rss_mb')} MB", f"DB {result['db_file_mb']} MB",
+             f"rows without vector {result['db_rows']['embedding_null']}/{result['db_rows']['memories']}"]
+    if "embedding_ready_wait_s" in result:
+        notes.append(f"model ready wait {result['embedding_ready_wait_s']} s, backfill wait {result.get('backfill_wait_s')} s")
+    advisories = rc["responses_with_advisory"] if result["embedding"] != "none" else 0  # mode none: always a hint
+    if advisories or rc["error_responses"] or rc["unmapped_rows"]:
+        notes.append(f"recall advisories {rc['responses_with_advisory']}, errors {rc['error_responses']}, "
+                     f"unmapped rows {rc['unmapped_rows']}")
+    if srv["stderr"]["flagged"]:
+        notes.append(f"server stderr: {srv['stderr']['flagged']} warning/error lines, first: {srv['stderr']['first'][:3]}")
+    busy = common.busy_machine_note(result.get("loadavg_start"))
+    if busy:
+        notes.append(busy)
+    for note in notes:
+        print("  " + note)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import anyio
+
+    args = parse_args(argv)
+    out = args.out or common.RESULTS / f"retrieval-{dataset_label(args.dataset)}-{args.embedding}.json"
+    workdir = Path(tempfile.mkdtemp(prefix="cpersona-bench-"))
+    started = time.perf_counter()
+    load_start = common.loadavg()
+    try:
+        result = anyio.run(run, args, workdir)
+    finally:
+        if args.keep_db:
+            common.log(f"kept {workdir}")
+        else:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+    result["total_wall_s"] = round(time.perf_counter() - started, 1)
+    result["loadavg_start"] = load_start
+    result["machine"] = common.machine_info()
+    report(result)
+    common.write_json(out, result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

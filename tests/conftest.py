@@ -1,0 +1,210 @@
+"""Shared fixtures for the cpersona test suite.
+
+* `make_engine(**overrides)` — an `Engine` on a fresh file under tmp_path (closed at teardown).
+* `engine_none`  — embeddings off (keyword/FTS only).
+* `fake_embed`   — module-scoped deterministic /embed server (`.fail = True` → 503).
+* `engine_http`  — http embedding mode against `fake_embed`.
+* `run_mcp(scenario, db_path, env)` — spawn `python -m cpersona` over stdio with the
+  official `mcp` client, run `await scenario(client)` and return its result.
+* `db_counts(path)` / `db_rows(path, sql)` — read the SQLite file directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import anyio
+import pytest
+
+from cpersona.core.config import Settings
+from cpersona.core.engine import Engine
+from cpersona.devtools.fake_embed import FakeEmbedServer
+
+#: Seconds one spawned MCP scenario may take before the test fails (hang guard, not a timing assertion).
+MCP_SCENARIO_TIMEOUT = 90
+
+
+# --------------------------------------------------------------------------- engines
+def new_engine(db_path: str | Path, **overrides: Any) -> Engine:
+    """Engine on `db_path`; embeddings off unless `embedding_mode` is overridden."""
+    overrides.setdefault("embedding_mode", "none")
+    return Engine(Settings.from_env({}, db_path=str(db_path), **overrides))
+
+
+@pytest.fixture
+def make_engine(tmp_path):
+    """Factory: make_engine(name="x.db", **settings_overrides) → Engine (closed at teardown)."""
+    made: list[Engine] = []
+
+    def factory(name: str = "x.db", **overrides: Any) -> Engine:
+        eng = new_engine(tmp_path / name, **overrides)
+        made.append(eng)
+        return eng
+
+    yield factory
+    for eng in reversed(made):
+        eng.close()
+
+
+@pytest.fixture
+def engine_none(make_engine) -> Engine:
+    """Embeddings off: keyword/FTS only, advisory state `hint`."""
+    return make_engine(embedding_mode="none")
+
+
+@pytest.fixture(scope="module")
+def fake_embed():
+    """Deterministic hashed bag-of-words /embed server (512-d) for the whole module."""
+    server = FakeEmbedServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def http_engine_factory(make_engine, fake_embed):
+    """Factory for http-mode engines against `fake_embed`; resets `fake_embed.fail`."""
+    fake_embed.fail = False
+
+    def factory(name: str = "x.db", **overrides: Any) -> Engine:
+        return make_engine(name, embedding_mode="http", embedding_url=fake_embed.url, **overrides)
+
+    yield factory
+    fake_embed.fail = False
+
+
+@pytest.fixture
+def engine_http(http_engine_factory) -> Engine:
+    """http embedding mode against the module's fake /embed server."""
+    return http_engine_factory()
+
+
+# ------------------------------------------------------------------------ raw file
+def db_rows(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:
+    """Run one read query on the file with a private connection."""
+    conn = sqlite3.connect(str(path))
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def db_counts(path: str | Path) -> dict[str, int]:
+    """Row counts of the user tables (memories, episodes, profiles)."""
+    return {t: db_rows(path, f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("memories", "episodes", "profiles")}
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 15.0, step: float = 0.05) -> bool:
+    """Poll `predicate` until true or `timeout` seconds pass (eventual consistency, not speed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+# ----------------------------------------------------------------------------- MCP
+@dataclass
+class Reply:
+    """One tool result: `is_error` (SDK-level error), raw `text`, parsed JSON `data` (or None)."""
+
+    is_error: bool
+    text: str
+    data: Any
+
+    @property
+    def failed(self) -> bool:
+        """Failure by the spec's client rule: SDK error, `ok: false`, or an `error` key."""
+        if self.is_error or not isinstance(self.data, dict):
+            return True
+        return self.data.get("ok") is False or "error" in self.data
+
+
+@dataclass
+class McpClient:
+    """A live client session to a spawned `python -m cpersona`."""
+
+    session: Any
+    init: Any
+    stream_errors: list = field(default_factory=list)
+
+    async def call_raw(self, tool: str, arguments: dict | None = None):
+        return await self.session.call_tool(tool, arguments or {})
+
+    async def call(self, tool: str, arguments: dict | None = None) -> Reply:
+        result = await self.call_raw(tool, arguments)
+        assert len(result.content) == 1, f"{tool}: expected ONE content block, got {result.content!r}"
+        text = result.content[0].text
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        return Reply(bool(result.is_error), text, data)
+
+    async def ok(self, tool: str, arguments: dict | None = None) -> dict:
+        """Call a tool that must succeed; returns its parsed JSON."""
+        reply = await self.call(tool, arguments)
+        assert not reply.is_error and isinstance(reply.data, dict), f"{tool} failed: {reply.text}"
+        return reply.data
+
+
+@dataclass
+class McpRun:
+    result: Any
+    stream_errors: list
+    stderr: str
+
+
+def run_mcp(
+    scenario: Callable[[McpClient], Awaitable[Any]],
+    db_path: str | Path,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> McpRun:
+    """Spawn `sys.executable -m cpersona` over stdio, initialize, run the scenario.
+
+    `stream_errors` collects every transport-level exception the client saw — a line on
+    stdout that is not JSON-RPC shows up there. Server stderr is captured in `stderr`.
+    """
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    server_env = {"CPERSONA_DB_PATH": str(db_path), "CPERSONA_EMBEDDING_MODE": "none"}
+    server_env.update(env or {})
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "cpersona"], env=server_env, cwd=str(cwd or Path(db_path).parent)
+    )
+    stream_errors: list = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, Exception):
+            stream_errors.append(message)
+
+    async def main(errlog) -> Any:
+        with anyio.fail_after(MCP_SCENARIO_TIMEOUT):
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write, message_handler=on_message) as session:
+                    init = await session.initialize()
+                    client = McpClient(session, init, stream_errors)
+                    return await scenario(client)
+
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as errlog:
+        result = anyio.run(main, errlog)
+        errlog.seek(0)
+        stderr = errlog.read()
+    return McpRun(result, stream_errors, stderr)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """os.environ without any CPERSONA_* / EMBEDDING_* variable, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CPERSONA_", "EMBEDDING_"))}
+    env.update(extra)
+    return env

@@ -572,8 +572,10 @@ def ms(value: float | None) -> str:
 
 
 def machine_info() -> dict[str, Any]:
+    """Python / CPU / platform / SQLite, load average now, and the git commit of the repo
+    (call it BEFORE spawning the server: that is the code being measured)."""
     info: dict[str, Any] = {"python": platform.python_version(), "cpu_count": os.cpu_count(),
-                            "platform": platform.platform(), "loadavg_end": loadavg()}
+                            "platform": platform.platform(), "loadavg_start": loadavg()}
     try:
         info["sqlite"] = sqlite3.sqlite_version
         commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],

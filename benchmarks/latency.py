@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="cpersona-latency-"))
     started = time.perf_counter()
-    load_start = common.loadavg()
+    machine = common.machine_info()
     try:
         rows = anyio.run(run, args, workdir)
     finally:
@@ -196,12 +196,13 @@ def main(argv: list[str] | None = None) -> int:
             import shutil
 
             shutil.rmtree(workdir, ignore_errors=True)
-    report(rows, args.embedding, load_start)
+    report(rows, args.embedding, machine["loadavg_start"])
     common.write_json(args.out, {
         "benchmark": "latency", "embedding": f"http (fake /embed, dim {DIM})" if args.embedding == "http" else "none",
-        "max_queries": args.max_queries, "loadavg_start": load_start,
+        "max_queries": args.max_queries,
         "targets": {"recall_p50_ms": RECALL_P50_TARGET_MS, "store_per_s": STORE_TARGET_PER_S},
-        "total_wall_s": round(time.perf_counter() - started, 1), "machine": common.machine_info(), "sizes": rows,
+        "total_wall_s": round(time.perf_counter() - started, 1),
+        "machine": {**machine, "loadavg_end": common.loadavg()}, "sizes": rows,
     })
     return 0
 

@@ -172,7 +172,7 @@ def report(result: dict) -> None:
                      f"unmapped rows {rc['unmapped_rows']}")
     if srv["stderr"]["flagged"]:
         notes.append(f"server stderr: {srv['stderr']['flagged']} warning/error lines, first: {srv['stderr']['first'][:3]}")
-    busy = common.busy_machine_note(result.get("loadavg_start"))
+    busy = common.busy_machine_note(result["machine"]["loadavg_start"])
     if busy:
         notes.append(busy)
     for note in notes:
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or common.RESULTS / f"retrieval-{dataset_label(args.dataset)}-{args.embedding}.json"
     workdir = Path(tempfile.mkdtemp(prefix="cpersona-bench-"))
     started = time.perf_counter()
-    load_start = common.loadavg()
+    machine = common.machine_info()
     try:
         result = anyio.run(run, args, workdir)
     finally:
@@ -197,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
             shutil.rmtree(workdir, ignore_errors=True)
     result["total_wall_s"] = round(time.perf_counter() - started, 1)
-    result["loadavg_start"] = load_start
-    result["machine"] = common.machine_info()
+    result["machine"] = {**machine, "loadavg_end": common.loadavg()}
     report(result)
     common.write_json(out, result)
     return 0

@@ -23,7 +23,7 @@ def test_defaults_with_empty_environment():
     assert s.max_metadata_length == 8000
     assert s.embedding_mode == "auto"
     assert s.embedding_url == ""
-    assert s.recall_mode == "rrf"
+    assert s.recall_mode == "cc"
     assert s.rrf_k == 60
     assert s.rrf_threshold_factor == 0.5
     assert s.max_memories == 10000
@@ -52,7 +52,7 @@ def test_every_setting_default_is_of_its_declared_type():
 
 def test_empty_and_blank_values_mean_default():
     s = Settings.from_env({"CPERSONA_RRF_K": "", "CPERSONA_FTS_ENABLED": "   ", "CPERSONA_RECALL_MODE": ""})
-    assert (s.rrf_k, s.fts_enabled, s.recall_mode) == (60, True, "rrf")
+    assert (s.rrf_k, s.fts_enabled, s.recall_mode) == (60, True, "cc")
 
 
 def test_values_are_parsed_and_stripped():

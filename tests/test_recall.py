@@ -15,6 +15,18 @@ from cpersona.core.vectors import to_blob
 from cpersona.devtools.fake_embed import fake_vector
 
 
+# These tests check the spec's RRF arithmetic (rank 0 → 1/61, penalties on rrf, …), so they
+# pin CPERSONA_RECALL_MODE=rrf; the default `cc` fusion has its own tests (test_fusion_cc.py).
+@pytest.fixture
+def engine_none(make_engine):
+    return make_engine(embedding_mode="none", recall_mode="rrf")
+
+
+@pytest.fixture
+def engine_http(http_engine_factory):
+    return http_engine_factory(recall_mode="rrf")
+
+
 def recall(engine, query, agent="a", trace=None, **kw):
     return engine.recall(RecallRequest(agent, query, **kw), trace=trace)
 
@@ -72,6 +84,18 @@ def test_limit_caps_the_response(engine_none):
     assert len(recall(engine_none, "lim-42", limit=100)["messages"]) == 12
 
 
+def test_limit_caps_the_fused_list_of_several_channels(engine_none):
+    store_all(engine_none, [f"lim-43 memory {i}" for i in range(3)])
+    for i in range(3):
+        engine_none.archive_episode("a", f"lim-43 episode {i}")
+    assert len(recall(engine_none, "lim-43", limit=6)["messages"]) == 6  # 3 keyword + 3 episode rows
+    msgs = recall(engine_none, "lim-43", limit=3)["messages"]
+    assert len(msgs) == 3
+    full = recall(engine_none, "lim-43", limit=6)["messages"]
+    rrf3 = sorted(m["match_reason"]["rrf"] for m in msgs)
+    assert rrf3[-1] == pytest.approx(max(m["match_reason"]["rrf"] for m in full))  # the cut keeps the best
+
+
 def test_message_fields(engine_none):
     engine_none.store(
         "a", "fieldcheck-1 the office moved to Osaka", msg_id="msg-77",
@@ -111,7 +135,7 @@ def test_signal_rrf_keyword_only(engine_none):
 
 
 def test_signal_rrf_k_is_configurable(make_engine):
-    eng = make_engine(rrf_k=10)
+    eng = make_engine(rrf_k=10, recall_mode="rrf")
     store_all(eng, ["sig-02 beta"])
     (msg,) = recall(eng, "sig-02")["messages"]
     assert msg["match_reason"]["rrf"] == pytest.approx(1 / 11)
@@ -187,12 +211,6 @@ def test_like_fallback_for_query_without_trigram_term(engine_none):
         assert contents(res) == [expected]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a 2-char query contained verbatim in a row (e.g. 梅雨) is found by LIKE but dropped by the "
-    "quality gate on a small store: exact_needles() ignores queries shorter than 3 chars, so the stated "
-    "'query contained in a row always passes the gate' rule does not hold for 2-char CJK words",
-)
 def test_two_char_cjk_word_contained_in_row_is_returned(engine_none):
     store_all(engine_none, ["梅雨は北海道と小笠原諸島を除く日本で見られる", "北海道の冬は長い"])
     assert contents(recall(engine_none, "梅雨")) == ["梅雨は北海道と小笠原諸島を除く日本で見られる"]
@@ -450,7 +468,7 @@ def test_episode_penalty_is_scoped(engine_none):
 
 
 def test_episode_penalty_can_be_disabled(make_engine):
-    eng = make_engine(episode_penalty_enabled=False)
+    eng = make_engine(episode_penalty_enabled=False, recall_mode="rrf")
     eng.store("a", "pen-12 old row", timestamp="2020-01-01T00:00:00Z")
     eng.archive_episode("a", "boundary")
     assert recall(eng, "pen-12")["messages"][0]["match_reason"]["rrf"] == pytest.approx(1 / 61)
@@ -567,8 +585,8 @@ FILLERS = [f"filler note number {i} about gardening and compost" for i in range(
 
 
 def test_vector_finds_word_overlapping_row_fts_misses(make_engine, http_engine_factory):
-    kw = make_engine("kw.db")
-    hy = http_engine_factory("hy.db")
+    kw = make_engine("kw.db", recall_mode="rrf")
+    hy = http_engine_factory("hy.db", recall_mode="rrf")
     for eng in (kw, hy):
         store_all(eng, MARATHON_ROWS + FILLERS)
 

@@ -149,11 +149,6 @@ def test_recall_rejects_bad_input(seeded, argument, kwargs):
     assert snapshot() == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Engine._check_request validates list(req.exclude_contents), so a bare string is split into "
-    "one-character exclusions instead of being rejected as 'exclude_contents: must be a list of strings'",
-)
 def test_recall_rejects_string_exclude_contents(seeded):
     engine, _ = seeded
     with pytest.raises(InvalidArgument) as err:
@@ -161,11 +156,6 @@ def test_recall_rejects_string_exclude_contents(seeded):
     assert err.value.argument == "exclude_contents"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: RecallRequest.deep is never validated by the core: deep='no' (any non-empty string) is truthy "
-    "and silently turns deep mode ON (halved gate) instead of being rejected",
-)
 def test_recall_rejects_non_boolean_deep(seeded):
     engine, _ = seeded
     with pytest.raises(InvalidArgument) as err:
@@ -343,12 +333,7 @@ def test_mcp_bad_input_is_rejected_naming_argument(mcp_results, name):
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=pytest.mark.xfail(
-            strict=True,
-            reason="BUG: MCP arguments are validated by pydantic in lax mode, so wrong JSON types are coerced "
-            "('5'→5, true→1 for limit, 'yes'→true for deep/resolved) instead of being rejected (spec tools.md §0.1); "
-            "archive_episode with resolved:'yes' even writes a row",
-        ))
+        n
         for n in MCP_COERCED
     ],
 )

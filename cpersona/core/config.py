@@ -122,9 +122,11 @@ SETTINGS: tuple[Setting, ...] = (
     S("degraded_advisory", bool, True),
     S("task_retry_delay", float, 30.0, 0.05, 86400),
     # retrieval
-    S("recall_mode", str, "rrf", choices=("rrf", "rsf", "cascade")),
+    S("recall_mode", str, "cc", choices=("cc", "rrf", "rsf", "cascade")),
+    S("cc_alpha", float, 0.2, 0.0, 1.0),
     S("rrf_k", int, 60, 1, 100_000),
     S("rrf_threshold_factor", float, 0.5, 0.0, 10.0),
+    S("vector_weight", float, 1.0, 0.0, 100.0),
     S("max_memories", int, 10000, 1, 10_000_000),
     S("vector_min_similarity", float, 0.3, -1.0, 1.0),
     S("recall_preview_chars", int, 500, 0, 10_000_000),

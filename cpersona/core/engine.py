@@ -242,6 +242,7 @@ class Engine:
                 memory_index=indexes["memories"] if indexes else None,
                 episode_index=indexes["episodes"] if indexes else None,
                 embed_query=lambda _text: qvec,
+                weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
                 episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
                 autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
             )
@@ -263,7 +264,8 @@ class Engine:
         validate.identifier("channel", req.channel)
         validate.identifier("project_id", req.project_id, allow_none=True)
         validate.identifier("source_id", req.source_id)
-        validate.string_list("exclude_contents", list(req.exclude_contents), max_items=200, max_chars=100_000)
+        validate.string_list("exclude_contents", req.exclude_contents, max_items=200, max_chars=100_000)
+        validate.boolean("deep", req.deep)
 
     def list_memories(self, agent_id: str | None = None, limit: int = 100, project_id: str | None = None) -> dict:
         """Newest first; agent_id None or '' = every agent (spec tools.md §12)."""

@@ -49,6 +49,13 @@ def limit(argument: str, value: Any, *, maximum: int = MAX_LIMIT) -> int:
     return value
 
 
+def boolean(argument: str, value: Any) -> bool:
+    """A real boolean (no truthy strings or integers)."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(argument, f"must be true or false, got {type(value).__name__}")
+    return value
+
+
 def timestamp(argument: str, value: Any) -> str:
     """An ISO-8601 timestamp (e.g. 2026-11-29T10:00:00Z); naive means UTC."""
     text(argument, value, max_chars=MAX_TIMESTAMP_CHARS)

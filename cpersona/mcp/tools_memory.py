@@ -12,28 +12,28 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from cpersona.core.engine import Engine
 from cpersona.core.retrieval.pipeline import RecallRequest
 from cpersona.mcp.results import call
 
 AgentId = Annotated[
-    str,
+    StrictStr,
     Field(description="Whose memory this is. Rows are never shared between agent ids; '' is a real (empty) agent id."),
 ]
 WriteProject = Annotated[
-    str,
+    StrictStr,
     Field(description="Project bucket to write into; '' (default) = the global pool visible from every project."),
 ]
 ReadProject = Annotated[
-    str | None,
+    StrictStr | None,
     Field(description="Omit = all projects; '' = global pool only; 'X' = project X plus the global pool."),
 ]
-WriteChannel = Annotated[str, Field(description="Channel to file under; '' (default) = visible from every channel.")]
-ReadChannel = Annotated[str, Field(description="'' (default) = all channels; 'X' = channel X plus channel-less rows.")]
+WriteChannel = Annotated[StrictStr, Field(description="Channel to file under; '' (default) = visible from every channel.")]
+ReadChannel = Annotated[StrictStr, Field(description="'' (default) = all channels; 'X' = channel X plus channel-less rows.")]
 RecallLimit = Annotated[
-    int, Field(ge=1, le=100, description="Maximum rows returned (1–100, default 10); also each retriever's depth.")
+    StrictInt, Field(ge=1, le=100, description="Maximum rows returned (1–100, default 10); also each retriever's depth.")
 ]
 
 
@@ -42,13 +42,13 @@ class StoreMessage(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    content: str = Field(description="The fact, decision or rule to remember (non-empty; ≤16000 chars by default).")
-    id: str = Field("", description="Your message id; a second store with the same id is skipped (dedup).")
+    content: StrictStr = Field(description="The fact, decision or rule to remember (non-empty; ≤16000 chars by default).")
+    id: StrictStr = Field("", description="Your message id; a second store with the same id is skipped (dedup).")
     source: dict[str, Any] = Field(
         default_factory=dict,
         description='Who said it: {"type": "User"|"Agent"|"System", "id": "...", "name": "..."}.',
     )
-    timestamp: str = Field("", description="When it was said, ISO-8601 (e.g. 2026-11-29T10:00:00Z); default now.")
+    timestamp: StrictStr = Field("", description="When it was said, ISO-8601 (e.g. 2026-11-29T10:00:00Z); default now.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form JSON object kept with the memory.")
 
 
@@ -57,7 +57,7 @@ class HistoryEntry(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    timestamp: str = Field("", description="ISO-8601 time of this turn.")
+    timestamp: StrictStr = Field("", description="ISO-8601 time of this turn.")
 
 
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True)
@@ -87,15 +87,15 @@ def register(app: MCPServer, engine: Engine) -> None:
 
     def recall(
         agent_id: AgentId,
-        query: Annotated[str, Field(description="What to remember: a question, keywords, an identifier or error string. '' = most recent memories.")],
+        query: Annotated[StrictStr, Field(description="What to remember: a question, keywords, an identifier or error string. '' = most recent memories.")],
         limit: RecallLimit = 10,
         channel: ReadChannel = "",
         project_id: ReadProject = None,
-        source_id: Annotated[str, Field(description="Only memories whose source.id starts with this prefix.")] = "",
+        source_id: Annotated[StrictStr, Field(description="Only memories whose source.id starts with this prefix.")] = "",
         exclude_contents: Annotated[
-            list[str], Field(max_length=200, description="Texts you already have in context; rows equal to them are left out.")
+            list[StrictStr], Field(max_length=200, description="Texts you already have in context; rows equal to them are left out.")
         ] = [],
-        deep: Annotated[bool, Field(description="Search harder: halves the quality gate.")] = False,
+        deep: Annotated[StrictBool, Field(description="Search harder: halves the quality gate.")] = False,
     ) -> str:
         """Find the memories and session summaries relevant to `query` (hybrid vector + full-text search).
 
@@ -109,12 +109,12 @@ def register(app: MCPServer, engine: Engine) -> None:
 
     def archive_episode(
         agent_id: AgentId,
-        summary: Annotated[str, Field(description="Your summary of the session (required; the server never summarises).")],
-        keywords: Annotated[str, Field(description="Space-separated keywords that should find this episode.")] = "",
+        summary: Annotated[StrictStr, Field(description="Your summary of the session (required; the server never summarises).")],
+        keywords: Annotated[StrictStr, Field(description="Space-separated keywords that should find this episode.")] = "",
         history: Annotated[
             list[HistoryEntry], Field(max_length=10000, description="Turns of the session; their timestamps give start/end time.")
         ] = [],
-        resolved: Annotated[bool, Field(description="True when the session's topic was concluded.")] = False,
+        resolved: Annotated[StrictBool, Field(description="True when the session's topic was concluded.")] = False,
         channel: WriteChannel = "",
         project_id: WriteProject = "",
     ) -> str:
@@ -129,16 +129,16 @@ def register(app: MCPServer, engine: Engine) -> None:
         ), {"episode_id": None})
 
     def list_memories(
-        agent_id: Annotated[str, Field(description="Whose memories; '' (default) = every agent.")] = "",
-        limit: Annotated[int, Field(ge=1, le=500, description="Maximum rows (1–500, default 100).")] = 100,
+        agent_id: Annotated[StrictStr, Field(description="Whose memories; '' (default) = every agent.")] = "",
+        limit: Annotated[StrictInt, Field(ge=1, le=500, description="Maximum rows (1–500, default 100).")] = 100,
         project_id: ReadProject = None,
     ) -> str:
         """List stored memories newest first (no ranking). Returns {memories: [...], count}."""
         return call("list_memories", lambda: engine.list_memories(agent_id, limit, project_id), {"memories": [], "count": 0})
 
     def list_episodes(
-        agent_id: Annotated[str, Field(description="Whose episodes; '' (default) = every agent.")] = "",
-        limit: Annotated[int, Field(ge=1, le=200, description="Maximum rows (1–200, default 50).")] = 50,
+        agent_id: Annotated[StrictStr, Field(description="Whose episodes; '' (default) = every agent.")] = "",
+        limit: Annotated[StrictInt, Field(ge=1, le=200, description="Maximum rows (1–200, default 50).")] = 50,
         project_id: ReadProject = None,
     ) -> str:
         """List archived session summaries newest first. Returns {episodes: [...], count}."""

@@ -14,7 +14,8 @@ class Candidate:
 
     `kind` + `id` is the identity (memory and episode ids are separate spaces). Scores are
     None until a stage sets them: `cosine` (vector retriever), `bm25` (FTS; lower = better,
-    SQLite convention), `rrf` / `rsf` (fusion). `penalty` is the product of multiplicative
+    SQLite convention), `rrf` / `rsf` / `cc` (fusion); `lexical` is the keyword evidence on
+    a 0..1 scale used by cc (bm25 / the query's best bm25; 1.0 for a LIKE substring hit). `penalty` is the product of multiplicative
     penalties already applied to the scores.
     """
 
@@ -30,6 +31,8 @@ class Candidate:
     bm25: float | None = None
     rrf: float | None = None
     rsf: float | None = None
+    cc: float | None = None
+    lexical: float | None = None
     penalty: float = 1.0
     channels: list[str] = field(default_factory=list)
 

@@ -4,6 +4,13 @@
             (Cormack, Clarke & Büttcher, SIGIR 2009; k = CPERSONA_RRF_K, default 60).
 * rsf     — relative score fusion: per channel min-max normalise the raw score of this
             query's rows (cosine; −bm25), sum, divide by the number of channels that answered.
+* cc      — convex combination with theoretical-min-max normalisation (Bruch, Gai & Ingber,
+            "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023):
+            cc(d) = α·max(cosine, 0) + (1 − α)·lexical, lexical = bm25 / the best bm25 of this
+            query's keyword hits (memories and episodes together; bm25's theoretical minimum
+            is 0), 1.0 for a LIKE substring hit.
+            Cosine keeps its absolute scale, so a weak vector channel cannot outvote strong
+            keyword evidence; α = CPERSONA_CC_ALPHA (default 0.2).
 * cascade — legacy sequential fill: vector, then episodes, then keyword; no fused score.
 
 Input `channels` is an ordered mapping name → best-first list; first-seen order breaks ties.
@@ -30,6 +37,7 @@ def _merge(channels: Channels) -> dict[tuple[str, int], Candidate]:
             else:
                 seen.cosine = seen.cosine if seen.cosine is not None else cand.cosine
                 seen.bm25 = seen.bm25 if seen.bm25 is not None else cand.bm25
+                seen.lexical = seen.lexical if seen.lexical is not None else cand.lexical
             seen.channels.append(name)
     return merged
 
@@ -88,6 +96,25 @@ def rsf(channels: Channels, weights: Weights | None = None) -> list[Candidate]:
     for key, cand in merged.items():
         cand.rsf = totals.get(key, 0.0) / denominator
     return sorted(merged.values(), key=lambda c: -c.rsf)
+
+
+_LEXICAL = ("episodes", "keyword")
+
+
+def cc(channels: Channels, alpha: float) -> list[Candidate]:
+    """Convex-combination fusion; sets `lexical` and `cc` on every candidate; best first."""
+    lexical_rows = [c for name in _LEXICAL for c in channels.get(name) or []]
+    best = max((-c.bm25 for c in lexical_rows if c.bm25 is not None), default=0.0)
+    for cand in lexical_rows:
+        if cand.bm25 is None:
+            cand.lexical = 1.0
+        else:
+            cand.lexical = (-cand.bm25 / best) if best > 0 else 1.0
+    merged = _merge(channels)
+    for cand in merged.values():
+        cos = max(cand.cosine or 0.0, 0.0)
+        cand.cc = alpha * cos + (1.0 - alpha) * (cand.lexical or 0.0)
+    return sorted(merged.values(), key=lambda c: -c.cc)
 
 
 def cascade(channels: Channels, limit: int) -> list[Candidate]:

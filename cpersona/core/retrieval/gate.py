@@ -1,10 +1,12 @@
 """Quality gate (spec retrieval.md §6–§9): is a candidate good enough to return at all?
 
-The gate keys on the precedence chain rsf > cosine > rrf — the same chain that names
+The gate keys on the precedence chain rsf > cc > cosine > rrf — the same chain that names
 `match_reason.signal` — against the pool-size heuristic
     min_score(pool) = 0.5 − 0.3 · min(1, ln(pool + 1) / ln 500)      (pool ≤ 0 → 0.5)
 (0.5 on an empty store, 0.2 from ≈500 rows); rrf rows compare against min_score · 3/(k+1),
-the same fraction of the largest possible rrf. Unscored rows (cascade keyword/episodes)
+the same fraction of the largest possible rrf. A cc row passes when either of its
+evidences clears min_score on its own scale: its cosine, or its lexical score (bm25
+relative to the query's best keyword hit). Unscored rows (cascade keyword/episodes)
 pass only for a blank query or a pool ≥ 100.
 
 Our rule on top of the spec: an EXACT match is never gated. A row whose content contains
@@ -29,6 +31,8 @@ POOL_SATURATION = 500
 UNSCORED_MIN_POOL = 100
 _QUOTED = re.compile(r"\"([^\"]{3,})\"|「([^」]{2,})」|'([^']{3,})'")
 _EDGE_PUNCT = "\"'`()[]{}<>,;:!?。、，！？「」"
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff66-\uff9f]")
+MIN_NEEDLE, MIN_CJK_NEEDLE = 3, 2
 _IDENT = re.compile(r"\d|_|[A-Za-z0-9][-./:#@][A-Za-z0-9]|[a-z][A-Z]")
 
 
@@ -49,8 +53,8 @@ def min_score(pool: int, deep: bool = False) -> float:
 
 
 def signal(cand: Candidate) -> tuple[str, float] | None:
-    """(signal name, score) by precedence rsf > cosine > rrf; None when unscored."""
-    for name in ("rsf", "cosine", "rrf"):
+    """(signal name, score) by precedence rsf > cc > cosine > rrf; None when unscored."""
+    for name in ("rsf", "cc", "cosine", "rrf"):
         value = getattr(cand, name)
         if value is not None:
             return name, value
@@ -58,8 +62,12 @@ def signal(cand: Candidate) -> tuple[str, float] | None:
 
 
 def exact_needles(query: str) -> list[str]:
-    """Lower-cased strings whose presence in a row makes it an exact match."""
-    needles = [query.strip()] if len(query.strip()) >= 3 else []
+    """Lower-cased strings whose presence in a row makes it an exact match: the whole
+    query (≥ 3 chars, or ≥ 2 when it holds CJK — 梅雨 is a word), quoted phrases,
+    identifier tokens."""
+    whole = query.strip()
+    shortest = MIN_CJK_NEEDLE if _CJK.search(whole) else MIN_NEEDLE
+    needles = [whole] if len(whole) >= shortest else []
     needles += [next(g for g in m.groups() if g) for m in _QUOTED.finditer(query)]
     for token in query.split():
         token = token.strip(_EDGE_PUNCT)
@@ -89,6 +97,8 @@ class Gate:
         if sig is None:
             return self.blank_query or self.pool >= UNSCORED_MIN_POOL
         name, value = sig
+        if name == "cc":
+            return any(v is not None and v >= self.min_score for v in (cand.cosine, cand.lexical))
         threshold = self.min_score * 3.0 / (self.rrf_k + 1) if name == "rrf" else self.min_score
         return value >= threshold
 
@@ -101,7 +111,7 @@ def autocut(rows: list[Candidate], min_results: int, min_gap_ratio: float) -> li
 
     Rank-fusion scores (rrf, rsf) carry no relevance breaks, so such lists are never cut.
     """
-    if len(rows) < max(2, min_results) or rows[0].rrf is not None or rows[0].rsf is not None:
+    if len(rows) < max(2, min_results) or any(getattr(rows[0], n) is not None for n in ("rrf", "rsf", "cc")):
         return rows
     if any(c.cosine is None for c in rows):
         return rows

@@ -57,6 +57,8 @@ class RecallContext:
     memory_index: VectorIndex | None
     episode_index: VectorIndex | None
     embed_query: Callable[[str], np.ndarray | None]
+    weights: dict[str, float] = field(default_factory=dict)
+    cc_alpha: float = 0.2
     episode_penalty: tuple[bool, float, float] = (True, 0.01, 0.5)
     autocut: tuple[bool, int, float] = (True, 3, 0.15)
     trace: dict[str, Any] = field(default_factory=dict)
@@ -100,9 +102,11 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
 def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candidate]]) -> list[Candidate]:
     """Stage 2: one ranked list (rrf / rsf; cascade for blank queries or mode cascade)."""
     if ctx.mode == "rrf" and req.query.strip():
-        return fusion.rrf(channels, ctx.rrf_k)
+        return fusion.rrf(channels, ctx.rrf_k, ctx.weights)
     if ctx.mode == "rsf" and req.query.strip():
-        return fusion.rsf(channels)
+        return fusion.rsf(channels, ctx.weights)
+    if ctx.mode == "cc" and req.query.strip():
+        return fusion.cc(channels, ctx.cc_alpha)
     return fusion.cascade(channels, req.limit)
 
 
@@ -141,7 +145,7 @@ def message(cand: Candidate) -> dict[str, Any]:
     sig = gate.signal(cand)
     if sig is not None:
         reason: dict[str, Any] = {"signal": sig[0], "score": sig[1]}
-        for name in ("cosine", "rrf", "rsf"):
+        for name in ("cosine", "rrf", "rsf", "cc", "lexical"):
             if getattr(cand, name) is not None:
                 reason[name] = getattr(cand, name)
         if cand.channels:

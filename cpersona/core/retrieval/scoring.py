@@ -38,7 +38,7 @@ def episode_penalty(rows: list[Candidate], boundary: str | None, rate: float, fl
         hours = (limit - stamp).total_seconds() / 3600.0
         factor = max(floor, math.exp(-rate * hours))
         cand.penalty *= factor
-        for name in ("cosine", "rrf", "rsf"):
+        for name in ("cosine", "rrf", "rsf", "cc", "lexical"):
             value = getattr(cand, name)
             if value is not None:
                 setattr(cand, name, value * factor)
@@ -48,7 +48,7 @@ def episode_penalty(rows: list[Candidate], boundary: str | None, rate: float, fl
 
 def resort_after_penalty(rows: list[Candidate]) -> list[Candidate]:
     """Re-sort by the fused score when every row has one (rrf first, else rsf)."""
-    for name in ("rrf", "rsf"):
+    for name in ("rrf", "rsf", "cc"):
         if rows and all(getattr(c, name) is not None for c in rows):
             return sorted(rows, key=lambda c: -getattr(c, name))
     return rows

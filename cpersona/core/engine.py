@@ -24,6 +24,7 @@ from cpersona.core.embedding import identity
 from cpersona.core.embedding.cache import QueryCache
 from cpersona.core.embedding.provider import build_embedder
 from cpersona.core.errors import InvalidArgument
+from cpersona.core.pause import Pause
 from cpersona.core.retrieval.pipeline import RecallContext, RecallRequest, recall as run_pipeline
 from cpersona.core.vector_index import VectorIndex
 from cpersona.core.vectors import load_index, to_blob
@@ -56,6 +57,7 @@ class Engine:
         self.embedder: Embedder | None = build_embedder(settings) if embedder is _UNSET else embedder
         self.db = Database(settings.db_path, settings.fts_enabled)
         self.advisory = Advisory(settings.degraded_advisory)
+        self.pause = Pause()
         self.cache = QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl)
         self._index_lock = threading.RLock()
         self._indexes: dict[str, VectorIndex] | None = None
@@ -276,6 +278,12 @@ class Engine:
         """Newest first; agent_id None or '' = every agent (spec tools.md §13)."""
         with self.db.read() as conn:
             return listing.list_episodes(conn, agent_id, limit, project_id)
+
+    # ------------------------------------------------- quality layer (issue 4)
+    # (calibration, precision, confidence, profiles, get_contents, recall_with_context)
+
+    # ---------------------------------------------- memory management (issue 5)
+    # (update/delete/lock, delete_agent_data, pause tools, task queue, operating context)
 
     def close(self) -> None:
         """Stop background work and close the database and backend. Idempotent."""

@@ -6,7 +6,7 @@ from mcp.server.mcpserver import MCPServer
 
 from cpersona import __version__
 from cpersona.core.engine import Engine
-from cpersona.mcp import tools_memory
+from cpersona.mcp import tools_manage, tools_memory, tools_quality
 
 SERVER_NAME = "cloto-mcp-cpersona"
 INSTRUCTIONS = (
@@ -16,7 +16,7 @@ INSTRUCTIONS = (
 )
 
 #: Tool groups, each a module with `register(app, engine)`.
-TOOL_MODULES = (tools_memory,)
+TOOL_MODULES = (tools_manage, tools_memory, tools_quality)
 
 
 def _start_after_handshake(engine: Engine):

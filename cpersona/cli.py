@@ -30,13 +30,15 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     from cpersona.core.engine import Engine
     from cpersona.mcp.server import build_server
 
+    if settings.transport != "stdio":
+        _check_http_auth(settings)
     engine = Engine(settings, start_background=False)
     try:
-        app = build_server(engine, settings.log_level)
+        address = (settings.http_host, settings.http_port)
+        app = build_server(engine, settings.log_level, settings.auth_token, address)
         if settings.transport == "stdio":
             app.run("stdio")
         else:
-            _check_http_auth(settings)
             app.run("streamable-http", host=settings.http_host, port=settings.http_port)
     finally:
         engine.close()

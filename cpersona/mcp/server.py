@@ -32,11 +32,19 @@ def _start_after_handshake(engine: Engine):
     return middleware
 
 
-def build_server(engine: Engine, log_level: str = "WARNING") -> MCPServer:
-    """An MCPServer exposing every tool group, bound to `engine`."""
+def build_server(engine: Engine, log_level: str = "WARNING", auth_token: str = "", http_address=None) -> MCPServer:
+    """An MCPServer exposing every tool group, bound to `engine`.
+
+    `auth_token` (streamable-HTTP only) requires `Authorization: Bearer <token>` on every
+    request; `http_address` is the (host, port) the HTTP transport binds."""
+    auth = {}
+    if auth_token:
+        from cpersona.mcp.http_auth import StaticTokenVerifier, auth_settings
+
+        auth = {"auth": auth_settings(*http_address), "token_verifier": StaticTokenVerifier(auth_token)}
     app = MCPServer(
         SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level=log_level.upper(),
-        middleware=[_start_after_handshake(engine)],
+        middleware=[_start_after_handshake(engine)], **auth,
     )
     for module in TOOL_MODULES:
         module.register(app, engine)

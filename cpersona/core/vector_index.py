@@ -180,13 +180,15 @@ class VectorIndex:
         rows = self._scope_rows(part, scope, allowed_ids)[-window:]
         if rows.size == 0:
             return []
-        scores = part.matrix[rows] @ query if rows.size < part.n else part.matrix[: part.n] @ query
+        # One pass over the whole partition, then pick the in-scope rows: cheaper than
+        # gathering a sub-matrix copy when a filter is active.
+        scores = (part.matrix[: part.n] @ query)[rows]
         keep = np.flatnonzero(scores >= threshold)
         if keep.size > limit:
             keep = keep[np.argpartition(-scores[keep], limit - 1)[:limit]]
-        newest_first = part.n - 1 - (rows[keep] if rows.size < part.n else keep)
-        ids = part.ids[rows[keep]] if rows.size < part.n else part.ids[keep]
-        return [(float(s), int(pos), int(i)) for s, pos, i in zip(scores[keep], newest_first, ids)]
+        picked = rows[keep]
+        newest_first = part.n - 1 - picked
+        return [(float(s), int(pos), int(i)) for s, pos, i in zip(scores[keep], newest_first, part.ids[picked])]
 
     def _scope_rows(self, part: _Partition, scope: Scope, allowed_ids: np.ndarray | None) -> np.ndarray:
         mask = np.ones(part.n, bool)

@@ -42,16 +42,20 @@ class EpisodeDraft:
 
 
 def _clean_text(argument: str, raw: Any, cap: int) -> str:
-    """Sanitise and require non-empty text within `cap` (after marker removal)."""
-    validate.text(argument, raw, max_chars=max(cap * 4, cap + 4096))
+    """Sanitise and require non-empty text of at most `cap` chars (after marker removal).
+
+    Text far beyond the cap is refused before the marker regex runs on it."""
+    validate.text(argument, raw, max_chars=len(raw) if isinstance(raw, str) else 0)
+    too_long = f"the limit is {cap} characters (CPERSONA_MAX_CONTENT_LENGTH); split it into several memories"
+    if len(raw) > 2 * cap + 4096:
+        raise InvalidArgument(argument, f"is {len(raw)} characters; {too_long}")
     if not raw.strip():
         raise InvalidArgument(argument, "must not be empty")
-    clean, cut = sanitize(raw, cap)
+    clean, _ = sanitize(raw, len(raw))
     if not clean:
         raise InvalidArgument(argument, "is empty after removing [Memory from …] markers")
-    if cut:
-        raise InvalidArgument(argument, f"is {len(sanitize(raw, len(raw))[0])} characters; the limit is {cap} "
-                              "(CPERSONA_MAX_CONTENT_LENGTH) — split it into several memories")
+    if len(clean) > cap:
+        raise InvalidArgument(argument, f"is {len(clean)} characters; {too_long}")
     return clean
 
 

@@ -20,13 +20,15 @@ class Scope:
     project_id: str | None = None
     channel: str | None = None
 
-    def predicate(self, alias: str = "") -> tuple[str, list[str]]:
+    def predicate(self, alias: str = "", use_index: bool = True) -> tuple[str, list[str]]:
         """SQL boolean expression and its parameters, e.g. ("m.agent_id = ? AND …", [..]).
 
-        `alias` prefixes column names ("m" → "m.agent_id"). Always returns a valid
-        expression ("1" when no axis filters).
+        `alias` prefixes column names ("m" → "m.agent_id"). `use_index=False` writes the
+        columns as `+m.agent_id` so SQLite filters with them instead of scanning an agent
+        index — for lookups that already have row ids. Always returns a valid expression
+        ("1" when no axis filters).
         """
-        col = f"{alias}." if alias else ""
+        col = ("" if use_index else "+") + (f"{alias}." if alias else "")
         clauses: list[str] = []
         params: list[str] = []
         if self.agent_id is not None:

@@ -14,8 +14,10 @@ _MARKER = re.compile(r"\[Memory from [^\]]+\]\s*")
 #: CJK ranges of spec retrieval.md §2.4 (Hangul deliberately excluded).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff66-\uff9f"
 _IS_CJK = re.compile(rf"[{_CJK}]")
-#: Inside a CJK chunk, trigrams run over CJK characters and digits together.
-_CJK_RUN = re.compile(rf"[{_CJK}0-9\uff10-\uff19]+")
+#: Inside a CJK chunk, trigrams run over CJK characters and the digits written with them
+#: (`天正10年`, `ルイ13世`) — but not digits that belong to an ASCII identifier
+#: (`ERR_TLS_7841への対応`, `limits34.rsで`), which stay in that identifier's word.
+_CJK_RUN = re.compile(rf"(?:[{_CJK}]|(?<![A-Za-z0-9_.\-/:])[0-9\uff10-\uff19]+(?![A-Za-z0-9_.\-/:]*[A-Za-z_]))+")
 #: Chunks: maximal runs of word characters and identifier joiners (CJK are word chars).
 _CHUNK = re.compile(r"[\w\-./:@#+]+")
 #: Trigram tokenizer: shorter terms cannot match anything.

@@ -59,8 +59,8 @@ def episode_row(row: tuple) -> Candidate:
                      source=dict(EPISODE_SOURCE), resolved=bool(row[4]))
 
 
-def _memory_filter(query: Query, alias: str = "m") -> tuple[str, list]:
-    where, params = query.scope.predicate(alias)
+def _memory_filter(query: Query, alias: str = "m", use_index: bool = True) -> tuple[str, list]:
+    where, params = query.scope.predicate(alias, use_index)
     if query.source_id:
         src_sql, src_params = source_id_predicate(query.source_id, alias)
         where, params = f"{where} AND {src_sql}", params + src_params
@@ -69,7 +69,7 @@ def _memory_filter(query: Query, alias: str = "m") -> tuple[str, list]:
 
 def fetch_memories(conn: sqlite3.Connection, ids: list[int], query: Query) -> dict[int, Candidate]:
     """Load memory rows by id, re-applying scope and source filter (vanished rows skipped)."""
-    where, params = _memory_filter(query)
+    where, params = _memory_filter(query, use_index=False)
     marks = ",".join("?" * len(ids))
     sql = f"SELECT {_MEMORY_COLS} FROM memories m WHERE m.id IN ({marks}) AND {where}"
     return {row[0]: memory_row(row) for row in conn.execute(sql, [*ids, *params])}
@@ -77,7 +77,7 @@ def fetch_memories(conn: sqlite3.Connection, ids: list[int], query: Query) -> di
 
 def fetch_episodes(conn: sqlite3.Connection, ids: list[int], scope: Scope) -> dict[int, Candidate]:
     """Load episode rows by id inside `scope`."""
-    where, params = scope.predicate("e")
+    where, params = scope.predicate("e", use_index=False)
     marks = ",".join("?" * len(ids))
     sql = f"SELECT {_EPISODE_COLS} FROM episodes e WHERE e.id IN ({marks}) AND {where}"
     return {row[0]: episode_row(row) for row in conn.execute(sql, [*ids, *params])}
@@ -134,8 +134,8 @@ def keyword(conn: sqlite3.Connection, query: Query, fts_enabled: bool) -> list[C
     expr = fts_match_expression(query.text) if fts_enabled else ""
     if expr:
         sql = (
-            f"SELECT {_MEMORY_COLS}, bm25(memories_fts) FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND {where} ORDER BY bm25(memories_fts) LIMIT ?"
+            f"SELECT {_MEMORY_COLS}, memories_fts.rank FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND {where} ORDER BY memories_fts.rank LIMIT ?"
         )
         found = []
         for row in conn.execute(sql, [expr, *params, query.limit]):
@@ -165,8 +165,8 @@ def episodes_fts(conn: sqlite3.Connection, query: Query, fts_enabled: bool) -> l
         return []
     where, params = query.scope.predicate("e")
     sql = (
-        f"SELECT {_EPISODE_COLS}, bm25(episodes_fts) FROM episodes_fts JOIN episodes e ON e.id = episodes_fts.rowid "
-        f"WHERE episodes_fts MATCH ? AND {where} ORDER BY bm25(episodes_fts) LIMIT ?"
+        f"SELECT {_EPISODE_COLS}, episodes_fts.rank FROM episodes_fts JOIN episodes e ON e.id = episodes_fts.rowid "
+        f"WHERE episodes_fts MATCH ? AND {where} ORDER BY episodes_fts.rank LIMIT ?"
     )
     found = []
     for row in conn.execute(sql, [expr, *params, query.limit]):

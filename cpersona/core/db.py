@@ -54,12 +54,22 @@ class Database:
         except BaseException:
             self._writer.close()
             raise
-        self.fts_enabled = fts_enabled and self.has_table("memories_fts")
+        with self._lock:
+            exists = self._writer.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_fts'").fetchone()
+        self.fts_enabled = fts_enabled and exists is not None
+        self._install_vocab(self._writer)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         return conn
+
+    def _install_vocab(self, conn: sqlite3.Connection) -> None:
+        """TEMP fts5vocab tables (term document counts) used to prune common query terms;
+        created before a reader turns query-only. Nothing is written to the file."""
+        if self.fts_enabled:
+            for table in ("memories_fts", "episodes_fts"):
+                conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_vocab USING fts5vocab(main, {table}, 'row')")
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -81,6 +91,7 @@ class Database:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._connect()
+            self._install_vocab(conn)
             conn.execute("PRAGMA query_only=1")
             self._local.conn = conn
             with self._lock:

@@ -118,6 +118,11 @@ def _trigrams(chunk: str) -> list[str]:
     return [chunk[i : i + MIN_TERM_CHARS] for i in range(len(chunk) - MIN_TERM_CHARS + 1)]
 
 
+def match_expression(terms: list[str]) -> str:
+    """`"t1" OR "t2" …` with inner quotes doubled; "" for no terms."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
 def fts_match_expression(query: str) -> str:
-    """`"t1" OR "t2" …` with inner quotes doubled; "" when the query has no usable term."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in fts_terms(query))
+    """The MATCH expression of `query`; "" when it has no usable term."""
+    return match_expression(fts_terms(query))

@@ -17,7 +17,8 @@ import numpy as np
 
 from cpersona.core.isolation import Scope, source_id_predicate
 from cpersona.core.retrieval.candidate import EPISODE, MEMORY, Candidate
-from cpersona.core.text import fts_match_expression
+from cpersona.core.retrieval.term_stats import prune_common
+from cpersona.core.text import fts_terms, match_expression
 from cpersona.core.vector_index import VectorIndex
 
 EPISODE_PREFIX = "[Episode] "
@@ -122,6 +123,11 @@ def vector(
     return out
 
 
+def _expression(conn: sqlite3.Connection, fts_table: str, content_table: str, text: str) -> str:
+    """MATCH expression of `text` without terms too common to matter (term_stats)."""
+    return match_expression(prune_common(conn, fts_table, content_table, fts_terms(text)))
+
+
 def keyword(conn: sqlite3.Connection, query: Query, fts_enabled: bool) -> list[Candidate]:
     """Memory keyword channel: FTS5 bm25 ranking, LIKE fallback when it yields nothing.
 
@@ -131,7 +137,7 @@ def keyword(conn: sqlite3.Connection, query: Query, fts_enabled: bool) -> list[C
     if not query.text.strip():
         sql = f"SELECT {_MEMORY_COLS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC LIMIT ?"
         return [memory_row(r) for r in conn.execute(sql, [*params, query.limit])]
-    expr = fts_match_expression(query.text) if fts_enabled else ""
+    expr = _expression(conn, "memories_fts", "memories", query.text) if fts_enabled else ""
     if expr:
         sql = (
             f"SELECT {_MEMORY_COLS}, memories_fts.rank FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
@@ -160,7 +166,7 @@ def like(conn: sqlite3.Connection, query: Query) -> list[Candidate]:
 
 def episodes_fts(conn: sqlite3.Connection, query: Query, fts_enabled: bool) -> list[Candidate]:
     """FTS5 over episode summary + keywords, bm25 order; [] when FTS is off or no term."""
-    expr = fts_match_expression(query.text) if fts_enabled and query.episodes_allowed else ""
+    expr = _expression(conn, "episodes_fts", "episodes", query.text) if fts_enabled and query.episodes_allowed else ""
     if not expr:
         return []
     where, params = query.scope.predicate("e")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -137,20 +138,8 @@ def keyword(conn: sqlite3.Connection, query: Query, fts_enabled: bool) -> list[C
     if not query.text.strip():
         sql = f"SELECT {_MEMORY_COLS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC LIMIT ?"
         return [memory_row(r) for r in conn.execute(sql, [*params, query.limit])]
-    expr = _expression(conn, "memories_fts", "memories", query.text) if fts_enabled else ""
-    if expr:
-        sql = (
-            f"SELECT {_MEMORY_COLS}, memories_fts.rank FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND {where} ORDER BY memories_fts.rank LIMIT ?"
-        )
-        found = []
-        for row in conn.execute(sql, [expr, *params, query.limit]):
-            cand = memory_row(row)
-            cand.bm25 = row[6]
-            found.append(cand)
-        if found:
-            return found
-    return like(conn, query)
+    found = _fts(conn, _FTS["memories"], query, where, params) if fts_enabled else []
+    return found or like(conn, query)
 
 
 def like(conn: sqlite3.Connection, query: Query) -> list[Candidate]:
@@ -166,17 +155,40 @@ def like(conn: sqlite3.Connection, query: Query) -> list[Candidate]:
 
 def episodes_fts(conn: sqlite3.Connection, query: Query, fts_enabled: bool) -> list[Candidate]:
     """FTS5 over episode summary + keywords, bm25 order; [] when FTS is off or no term."""
-    expr = _expression(conn, "episodes_fts", "episodes", query.text) if fts_enabled and query.episodes_allowed else ""
-    if not expr:
+    if not (fts_enabled and query.episodes_allowed):
         return []
     where, params = query.scope.predicate("e")
+    return _fts(conn, _FTS["episodes"], query, where, params)
+
+
+@dataclass(frozen=True)
+class _FtsTable:
+    fts: str
+    content: str
+    alias: str
+    columns: str
+    to_candidate: Callable[[tuple], Candidate]
+
+
+_FTS = {
+    "memories": _FtsTable("memories_fts", "memories", "m", _MEMORY_COLS, memory_row),
+    "episodes": _FtsTable("episodes_fts", "episodes", "e", _EPISODE_COLS, episode_row),
+}
+
+
+def _fts(conn: sqlite3.Connection, t: _FtsTable, query: Query, where: str, params: list) -> list[Candidate]:
+    """FTS5 MATCH over `t` inside the scope `where`, best bm25 first; each candidate's
+    `bm25` set (SQLite sign: lower is better). [] when the query has no usable term."""
+    expr = _expression(conn, t.fts, t.content, query.text)
+    if not expr:
+        return []
     sql = (
-        f"SELECT {_EPISODE_COLS}, episodes_fts.rank FROM episodes_fts JOIN episodes e ON e.id = episodes_fts.rowid "
-        f"WHERE episodes_fts MATCH ? AND {where} ORDER BY episodes_fts.rank LIMIT ?"
+        f"SELECT {t.columns}, {t.fts}.rank FROM {t.fts} JOIN {t.content} {t.alias} ON {t.alias}.id = {t.fts}.rowid "
+        f"WHERE {t.fts} MATCH ? AND {where} ORDER BY {t.fts}.rank LIMIT ?"
     )
     found = []
     for row in conn.execute(sql, [expr, *params, query.limit]):
-        cand = episode_row(row)
-        cand.bm25 = row[5]
+        cand = t.to_candidate(row)
+        cand.bm25 = row[-1]
         found.append(cand)
     return found

@@ -301,11 +301,22 @@ class McpServer:
             await self._session.initialize()
             self.init_ms = (time.perf_counter() - started) * 1000
         except BaseException:
+            self._report_startup_failure()
             await self._stack.__aexit__(*sys.exc_info())
             raise
         new = sorted(server_children() - before)
         self.pid = new[-1] if new else None
         return self
+
+    def _report_startup_failure(self, tail: int = 15) -> None:
+        """The server died before answering `initialize`: show why (its stderr)."""
+        try:
+            lines = self.errlog_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        log(f"cpersona server failed to start ({sys.executable} -m cpersona); last stderr lines:")
+        for line in lines[-tail:] or ["(no stderr output)"]:
+            log("  | " + line)
 
     async def __aexit__(self, *exc) -> None:
         if self._stack is not None:

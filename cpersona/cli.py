@@ -4,6 +4,7 @@
     cpersona serve           same
     cpersona embed-server    HTTP /embed server with the bundled model
     cpersona reembed         re-embed stored rows after an embedding-model change
+    cpersona stats | list | recall "query" | store "text"   for people (tables; see cpersona/human.py)
 
 Configuration errors print ONE line to stderr and exit with status 2 — never a traceback.
 """
@@ -15,6 +16,7 @@ import logging
 import sqlite3
 import sys
 
+from cpersona import human
 from cpersona.core.config import ConfigError, Settings
 from cpersona.core.schema import SchemaTooNew
 
@@ -23,6 +25,16 @@ log = logging.getLogger("cpersona")
 
 def _setup_logging(level: str) -> None:
     logging.basicConfig(stream=sys.stderr, level=level.upper(), format="cpersona %(levelname)s %(name)s: %(message)s")
+
+
+def _limit_math_threads(threads: int) -> None:
+    """Cap BLAS/OpenMP threads (CPERSONA_EMBEDDING_THREADS, default 1): the server shares
+    the CPU with its host, and an oversubscribed BLAS pool makes one embedding 20× slower
+    on a busy machine."""
+    import numpy  # noqa: F401 — load numpy's BLAS first: threadpoolctl limits loaded libraries only
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads)
 
 
 def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
@@ -83,7 +95,7 @@ def _embed_server(argv: list[str]) -> int:
     return embed_server.main(argv)
 
 
-COMMANDS = {"serve": serve, "reembed": reembed_command}
+COMMANDS = {"serve": serve, "reembed": reembed_command, **human.COMMANDS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,10 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs="?", default="serve", choices=list(COMMANDS), help="what to run (default: serve)")
     parser.add_argument("--all", action="store_true", help="reembed: re-embed every row, not only stale ones")
     parser.add_argument("--batch", type=int, default=32, help="reembed: texts per embedding call (1..100)")
+    human.add_arguments(parser)
     args = parser.parse_args(argv)
     try:
         settings = Settings.from_env()
         _setup_logging(settings.log_level)
+        _limit_math_threads(settings.embedding_threads)
         return COMMANDS[args.command](settings, args)
     except (ConfigError, SchemaTooNew) as err:
         print(f"cpersona: {err}", file=sys.stderr)

@@ -87,8 +87,8 @@ def _properties(schema: dict):
 
 def test_list_tools_has_the_five_tools_fully_described(first_run):
     tools = {t.name: t for t in first_run.result["tools"]}
-    assert set(tools) == TOOLS
-    for name, tool in tools.items():
+    assert TOOLS <= set(tools)  # other tool groups are checked in their own test modules
+    for name, tool in ((n, tools[n]) for n in TOOLS):
         assert tool.description and len(tool.description.strip()) > 20, name
         props = list(_properties(tool.input_schema))
         assert props, name

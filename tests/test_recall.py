@@ -530,10 +530,10 @@ def test_store_while_endpoint_down_is_backfilled(http_engine_factory, fake_embed
     assert db_rows(eng.db.path, "SELECT embedding FROM memories WHERE id = ?", (res["id"],)) == [(None,)]
 
     fake_embed.fail = False
-    eng.backfill.wake()
+    eng.queue.wake()
     assert wait_until(
         lambda: db_rows(eng.db.path, "SELECT embedding IS NOT NULL FROM memories WHERE id = ?", (res["id"],)) == [(1,)]
-    ), eng.backfill.last_error
+    ), eng.queue.last_error
     (blob,) = db_rows(eng.db.path, "SELECT embedding FROM memories WHERE id = ?", (res["id"],))[0]
     assert blob == to_blob(fake_vector(text))
     # now the vector retriever finds it for a query FTS cannot match
@@ -548,7 +548,7 @@ def test_writes_during_an_outage_are_backfilled_without_manual_wake(http_engine_
     import time
 
     eng = http_engine_factory(task_retry_delay=0.1)
-    assert wait_until(lambda: eng.backfill._thread is not None and eng.backfill._thread.is_alive())
+    assert wait_until(eng.queue.running)
     time.sleep(0.3)  # let the worker settle into its idle wait (an empty table) — not a timing assertion
 
     def nulls(table):
@@ -558,15 +558,15 @@ def test_writes_during_an_outage_are_backfilled_without_manual_wake(http_engine_
     ids = [eng.store("a", f"retry row {i}")["id"] for i in range(3)]
     assert nulls("memories") == 3
     fake_embed.fail = False
-    assert wait_until(lambda: nulls("memories") == 0), eng.backfill.last_error
+    assert wait_until(lambda: nulls("memories") == 0), eng.queue.last_error
     (blob,) = db_rows(eng.db.path, "SELECT embedding FROM memories WHERE id = ?", (ids[0],))[0]
     assert blob == to_blob(fake_vector("retry row 0"))
 
     fake_embed.fail = True
     assert eng.archive_episode("a", "episode stored while down")["embedded"] is False
     fake_embed.fail = False
-    assert wait_until(lambda: nulls("episodes") == 0), eng.backfill.last_error
-    assert eng.backfill.pending() == 0
+    assert wait_until(lambda: nulls("episodes") == 0), eng.queue.last_error
+    assert eng.queue.pending() == 0
 
 
 def test_stored_vector_is_little_endian_float32_unit(engine_http):

@@ -84,7 +84,9 @@ def test_profiles_and_queue_columns(db_file):
         "id", "agent_id", "project_id", "user_id", "content", "updated_at"
     ]
     assert [c[0] for c in _columns(db_file, "pending_memory_tasks")] == [
-        "id", "task_type", "agent_id", "project_id", "payload", "retries", "created_at"
+        "id", "task_type", "agent_id", "project_id", "payload", "retries", "created_at",
+        # ours, additive (issue 5): failure state of the task queue
+        "status", "last_error", "updated_at", "not_before",
     ]
     assert [c[0] for c in _columns(db_file, "schema_version")] == ["version", "applied_at"]
     # profiles: UNIQUE(agent_id, user_id) is the upsert key

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from cpersona.core import listing, validate, writes
+from cpersona.core import listing, manage, validate, writes
 from cpersona.core.config import Settings
 from cpersona.core.db import Database
 from cpersona.core.embedding.advisory import Advisory
@@ -25,10 +26,16 @@ from cpersona.core.embedding.cache import QueryCache
 from cpersona.core.embedding.provider import build_embedder
 from cpersona.core.errors import InvalidArgument
 from cpersona.core.pause import Pause
+from cpersona.core import preview, profiles, recall_context
+from cpersona.core.calibration import AgentGate, Calibration, global_beta, label_for, resolve_precision
+from cpersona.core.calibration import parse_request as parse_calibration
+from cpersona.core.retrieval.confidence import ConfidenceParams, bump as bump_recall_counts
 from cpersona.core.retrieval.pipeline import RecallContext, RecallRequest, recall as run_pipeline
 from cpersona.core.vector_index import VectorIndex
 from cpersona.core.vectors import load_index, to_blob
-from cpersona.core.backfill import Backfill
+from cpersona.core.manage import Refused
+from cpersona.core.operating_context import Gate, OperatingContext
+from cpersona.core.task_queue import TaskQueue
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +48,7 @@ class Engine:
     Args:
         settings: resolved configuration (`Settings.from_env()`).
         embedder: backend to use; default builds one from settings (may be None = mode none).
-        start_background: start model loading and the embedding backfill now; the MCP
+        start_background: start model loading and the task queue worker now; the MCP
             server passes False and calls `start_background()` once `initialize` is answered,
             so loading a model never delays the handshake.
 
@@ -65,20 +72,24 @@ class Engine:
         self.vector_state: identity.VectorState | None = None
         if self.embedder is None:
             self.advisory.disabled("mode=none / no embedding backend configured")
-        self.backfill = Backfill(self)
+        self.queue = TaskQueue(self)
+        self.operating_context = OperatingContext.from_settings(settings)
+        self.calibration = Calibration(self)  # issue 4: restores a fresh sidecar now
         self._started = False
         if start_background:
             self.start_background()
 
     def start_background(self) -> None:
-        """Start loading the embedding model and the backfill worker. Idempotent."""
-        if self._started or self.embedder is None:
+        """Start loading the embedding model and the task queue worker. Idempotent."""
+        if self._started:
             return
         self._started = True
         start = getattr(self.embedder, "start", None)
         if start is not None:
             start()
-        self.backfill.start()
+        if self.settings.task_queue_enabled:
+            self.queue.start()
+        self.calibration.start()  # issue 4: startup calibration guard, background thread
 
     # ---------------------------------------------------------------- embedding
     def embedding_ready(self) -> bool:
@@ -168,6 +179,19 @@ class Engine:
             if self._indexes is not None:
                 self._indexes[table].add(row_id, agent, project, channel, created, vec)
 
+    def index_remove(self, table: str, row_id: int) -> None:
+        """Forget one row's vector in the resident index (if loaded): deleted or re-embedded."""
+        with self._index_lock:
+            if self._indexes is not None:
+                self._indexes[table].remove(row_id)
+
+    def index_remove_agent(self, agent_id: str) -> None:
+        """Forget every vector of `agent_id` in the resident indexes (if loaded)."""
+        with self._index_lock:
+            if self._indexes is not None:
+                for index in self._indexes.values():
+                    index.remove_agent(agent_id)
+
     # ------------------------------------------------------------------ writes
     def store(self, agent_id: Any, content: Any, **message: Any) -> dict[str, Any]:
         """Write one memory (spec tools.md §5). Dedup = skip, never upsert.
@@ -177,7 +201,10 @@ class Engine:
         `{ok: true, result: "stored", id, embedded}` |
         `{ok: true, result: "skipped", reason, id?}` |
         `{ok: false, result: "rejected", reason}` (reason names the argument and rule).
+        While persistence is paused: the skipped body (`persisted: false`), nothing written.
         """
+        if self.pause.active():
+            return self.pause.skipped("store", {"ok": True, "result": "skipped", "id": None, "embedded": False})
         try:
             draft = writes.prepare_memory(
                 agent_id, content, max_content=self.settings.max_content_length,
@@ -195,6 +222,8 @@ class Engine:
         with self.db.write() as conn:
             dup = writes.find_duplicate(conn, draft)
             inserted = None if dup else writes.insert_memory(conn, draft, to_blob(vec) if vec is not None else None)
+            if inserted and vec is None:  # the vector comes later, from the task queue (same transaction)
+                self.queue.enqueue_embed(conn, "memories", inserted[0], draft.agent_id, draft.project_id)
         if dup:
             return {"ok": True, "result": "skipped", "reason": dup[0], "id": dup[1]}
         if inserted is None:
@@ -203,14 +232,17 @@ class Engine:
         if vec is not None:
             self.index_add("memories", row_id, draft.agent_id, draft.project_id, draft.channel, created, vec)
         else:
-            self.backfill.wake()
+            self.queue.notify()
         return {"ok": True, "result": "stored", "id": row_id, "embedded": vec is not None}
 
     def archive_episode(self, agent_id: Any, summary: Any, **fields: Any) -> dict[str, Any]:
         """Store a caller-computed session summary (spec tools.md §11); moves the episode
         boundary. Keyword args: keywords, history (list of {timestamp}), resolved,
         channel, project_id. Returns `{ok: true, episode_id, embedded}` or
-        `{ok: false, episode_id: null, error}`."""
+        `{ok: false, episode_id: null, error}`. Paused: the skipped body."""
+        if self.pause.active():
+            return self.pause.skipped("archive_episode", {
+                "ok": True, "queued": False, "task_id": None, "episode_id": None, "id": None, "embedded": False})
         try:
             draft = writes.prepare_episode(agent_id, summary, max_content=self.settings.max_content_length, **fields)
         except InvalidArgument as err:
@@ -220,10 +252,12 @@ class Engine:
         self.refresh_if_changed()
         with self.db.write() as conn:
             row_id, created = writes.insert_episode(conn, draft, to_blob(vec) if vec is not None else None)
+            if vec is None:  # the vector comes later, from the task queue (same transaction)
+                self.queue.enqueue_embed(conn, "episodes", row_id, draft.agent_id, draft.project_id)
         if vec is not None:
             self.index_add("episodes", row_id, draft.agent_id, draft.project_id, draft.channel, created, vec)
         else:
-            self.backfill.wake()
+            self.queue.notify()
         return {"ok": True, "episode_id": row_id, "embedded": vec is not None}
 
     # ------------------------------------------------------------------- reads
@@ -236,23 +270,15 @@ class Engine:
         self.refresh_if_changed()
         qvec = self.embed_query(req.query) if self.embedder is not None and req.query.strip() else None
         indexes = self.indexes() if qvec is not None else None
-        s = self.settings
+        agent_gate = self.calibration.gate_for(req.agent_id)
         with self.db.read() as conn:
-            ctx = RecallContext(
-                conn=conn, mode=s.recall_mode, rrf_k=s.rrf_k, fts_enabled=self.db.fts_enabled,
-                window=s.max_memories, vector_threshold=s.vector_min_similarity,
-                memory_index=indexes["memories"] if indexes else None,
-                episode_index=indexes["episodes"] if indexes else None,
-                embed_query=lambda _text: qvec,
-                weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
-                episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
-                autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
-            )
+            ctx = self._recall_context(conn, indexes, qvec, req.agent_id, override=agent_gate)
             with self._index_lock:
                 messages = run_pipeline(ctx, req)
         if trace is not None:
             trace.update(ctx.trace)
         response: dict[str, Any] = {"messages": messages}
+        self._after_recall(req, ctx, agent_gate, response)
         advisory = self.advisory.payload()
         if advisory:
             response["advisory"] = advisory
@@ -281,13 +307,303 @@ class Engine:
 
     # ------------------------------------------------- quality layer (issue 4)
     # (calibration, precision, confidence, profiles, get_contents, recall_with_context)
+    def _recall_context(self, conn, indexes, qvec, agent_id: str, override: AgentGate | None = None,
+                        inject_profiles: bool = True) -> RecallContext:
+        """RecallContext of one recall (or one calibration query) of `agent_id`: settings,
+        the agent's calibrated gate / vector threshold / vector weight, confidence params."""
+        s = self.settings
+        g = override if override is not None else self.calibration.gate_for(agent_id)
+        alpha = s.cc_alpha * g.alpha_factor if g.alpha_factor is not None else s.cc_alpha
+        return RecallContext(
+            conn=conn, mode=s.recall_mode, rrf_k=s.rrf_k, fts_enabled=self.db.fts_enabled,
+            window=s.max_memories, vector_threshold=g.vector_threshold,
+            memory_index=indexes["memories"] if indexes else None,
+            episode_index=indexes["episodes"] if indexes else None,
+            embed_query=lambda _text: qvec,
+            weights={"vector": s.vector_weight}, cc_alpha=alpha,
+            episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
+            autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
+            gate_enabled=s.gate_enabled, fused_gate=g.fused_gate, gate_signal=g.signal, cosine_min=g.cosine_min,
+            confidence=ConfidenceParams.from_settings(s) if s.confidence_enabled else None,
+            inject_profiles=inject_profiles,
+        )
+
+    def _after_recall(self, req: RecallRequest, ctx: RecallContext, agent_gate: AgentGate, response: dict) -> None:
+        """gate_fallback flag, the gate notice, and the recall_count bump (confidence on,
+        not deep, not a rescue, not paused)."""
+        if ctx.gate_fallback:
+            response["gate_fallback"] = True
+        if agent_gate.notice and self.settings.gate_enabled:
+            response["gate"] = dict(agent_gate.notice)
+        ids = [c.id for c in ctx.returned if c.kind == "mem"]
+        if self.settings.confidence_enabled and ids and not req.deep and not ctx.gate_fallback and not self.pause.active():
+            try:
+                with self.db.write() as conn:
+                    bump_recall_counts(conn, ids)
+            except Exception as err:  # noqa: BLE001 — a missed bump must not fail the recall
+                log.warning("recall_count bump failed: %s", err)
+
+    def recall_with_context(self, req: RecallRequest, external_context: Any = None) -> dict[str, Any]:
+        """Recall merged with the caller's conversation (spec tools.md §7): every context
+        entry's text is excluded from the recall, then user/assistant entries are appended
+        and everything is sorted chronologically (timestamp ascending; "" first)."""
+        entries = recall_context.parse_context(external_context)
+        merged = replace(req, exclude_contents=tuple(req.exclude_contents) + recall_context.exclusions(entries))
+        return recall_context.merge(self.recall(merged), entries)
+
+    def get_contents(self, agent_id: Any, refs: Any) -> dict[str, Any]:
+        """Full text of preview refs `mem:<id>` / `ep:<id>` owned by `agent_id` (spec tools.md
+        §8), within the CONTENTS_BUDGET; refs past the budget come back in `deferred`."""
+        agent = validate.identifier("agent_id", agent_id)
+        parsed = preview.parse_refs(refs)
+        with self.db.read() as conn:
+            return preview.get_contents(conn, agent, parsed)
+
+    def get_profile(self, agent_id: Any) -> dict[str, Any]:
+        """{profile: text or ""} (spec tools.md §9)."""
+        agent = validate.identifier("agent_id", agent_id)
+        with self.db.read() as conn:
+            return {"profile": profiles.get(conn, agent)}
+
+    def update_profile(self, agent_id: Any, profile: Any) -> dict[str, Any]:
+        """Replace the agent's profile with caller-computed text (spec tools.md §10), cut to
+        CPERSONA_MAX_PROFILE_LENGTH (`truncated: true`). Paused: the skipped body."""
+        agent = validate.identifier("agent_id", agent_id)
+        validate.text("profile", profile, max_chars=max(4 * self.settings.max_profile_length, 1_000_000))
+        if self.pause.active():
+            return self.pause.skipped("update_profile", {"ok": True, "profiles_updated": 0})
+        if not profile.strip():
+            return {"ok": True, "profiles_updated": 0, "reason": "empty profile"}
+        text, cut = profiles.prepare(profile, self.settings.max_profile_length)
+        if not text:
+            return {"ok": True, "profiles_updated": 0, "reason": "empty after sanitization"}
+        with self.db.write() as conn:
+            profiles.upsert(conn, agent, text)
+        out: dict[str, Any] = {"ok": True, "profiles_updated": 1, "length": len(text)}
+        if cut:
+            out.update(truncated=True, max_length=self.settings.max_profile_length)
+        return out
+
+    def calibrate_threshold(self, agent_id: Any, sample_size: Any = 0, z_factor: Any = 0, method: Any = "",
+                            percentile: Any = 0) -> dict[str, Any]:
+        """Derive the agent's (or, with agent_id "", the global) vector threshold, vector
+        weight and fused gate from the corpus (spec tools.md §15; cpersona/core/calibration.py).
+        Arguments are validated first (InvalidArgument); paused: the skipped body."""
+        req = parse_calibration(self.settings, agent_id, sample_size, z_factor, method, percentile)
+        if self.pause.active():
+            return self.pause.skipped("calibrate_threshold", {
+                "ok": True, "sidecar_persisted": False, "scope": "per_agent" if req.agent_id else "global",
+                "agent_id": req.agent_id, "sampled_embeddings": 0, "num_pairs": 0, "method": req.method,
+                "z_factor": req.z_factor, "percentile": req.percentile, "embedding_dim": None, "distribution": None,
+                "null_admit_rate": None, "new_threshold": None})
+        return self.calibration.calibrate(req.agent_id, req.sample_size, req.z_factor, req.method, req.percentile)
+
+    def set_recall_precision(self, agent_id: Any, precision: Any = "", beta: Any = 0) -> dict[str, Any]:
+        """Move the agent's gate operating point (spec tools.md §16): strict β 2.0, balanced
+        1.0, lenient 0.5, or beta > 0; "" and 0 clear the override. Recalibrates the agent at
+        once; a failed recalibration rolls the override back."""
+        agent = validate.identifier("agent_id", agent_id)
+        if agent == "":
+            raise InvalidArgument("agent_id", "is required: name the agent whose precision to set")
+        value, label = resolve_precision(self.settings, precision, beta)
+        shown = value if value is not None else global_beta(self.settings)
+        body = {"ok": True, "agent_id": agent, "precision": label, "beta": shown, "cleared": value is None}
+        if self.pause.active():
+            return self.pause.skipped("set_recall_precision", {**body, "fused_gate": None, "calibrate": None})
+        previous = self.calibration.set_beta(agent, value)
+        result = self.calibration.calibrate(agent)
+        if not result.get("ok"):
+            self.calibration.restore_beta(agent, value, previous)
+            return {**body, "ok": False, "error": f"recalibration failed, precision unchanged: {result.get('error')}"}
+        out = {**body, "fused_gate": result.get("fused_gate"),
+               "calibrate": {"ok": True, "scope": result["scope"], "new_threshold": result["new_threshold"],
+                             "sidecar_persisted": result.get("sidecar_persisted")}}
+        if result.get("fused_gate_error"):
+            out["calibrate"]["fused_gate_error"] = result["fused_gate_error"]
+        return out
+
+    def get_recall_precision(self, agent_id: Any) -> dict[str, Any]:
+        """The agent's precision (spec tools.md §17) plus its calibration state. Never writes."""
+        agent = validate.identifier("agent_id", agent_id)
+        if agent == "":
+            raise InvalidArgument("agent_id", "is required: name the agent")
+        beta = self.calibration.beta(agent)
+        gb = global_beta(self.settings)
+        return {"ok": True, "agent_id": agent, "precision": label_for(beta), "beta": beta,
+                "overridden": agent in self.calibration.betas, "global_precision": label_for(gb), "global_beta": gb,
+                "calibration": self.calibration.status(agent)}
 
     # ---------------------------------------------- memory management (issue 5)
     # (update/delete/lock, delete_agent_data, pause tools, task queue, operating context)
+    # Write methods check the pause FIRST (before validation, spec tools.md order) and answer
+    # with the tool's skipped body. Bad arguments raise InvalidArgument; a refused change
+    # (absent, locked, not owned) returns {ok: false, error}. Ownership and lock checks are
+    # part of the changing statement (cpersona/core/manage.py), so races cannot bypass them.
+
+    def pause_persistence(self, ttl_seconds: Any = 1800) -> dict[str, Any]:
+        """Turn every write tool into a no-op for `ttl_seconds` (1..86400), process-wide.
+        A second call replaces the deadline. Returns {paused, expires_at, ttl_seconds, scope}."""
+        ttl = validate.limit("ttl_seconds", ttl_seconds, maximum=86400)
+        return self.pause.pause(ttl)
+
+    def resume_persistence(self) -> dict[str, Any]:
+        """End the pause now. Returns {paused: false, was_active, scope}."""
+        out = self.pause.resume()
+        self.queue.wake()
+        return out
+
+    def persistence_status(self) -> dict[str, Any]:
+        """{paused, expires_at, ttl_remaining_seconds, scope} (expiry checked lazily)."""
+        return self.pause.status()
+
+    def update_memory(self, memory_id: Any, content: Any, agent_id: Any = None) -> dict[str, Any]:
+        """Replace a memory's content (spec tools.md §20); re-embeds it, keeps its id, msg_id,
+        source, timestamp, channel and project. agent_id None/'' = no ownership check.
+        Returns {ok: true, updated_id, embedded} | {ok: false, error} (not found, locked,
+        not owned, same content as another memory of the same agent/project/channel)."""
+        if self.pause.active():
+            return self.pause.skipped("update_memory", {"ok": True, "updated_id": None})
+        mid = manage.row_id("memory_id", memory_id)
+        owner = manage.owner_filter(agent_id)
+        clean = writes._clean_text("content", content, self.settings.max_content_length)
+        try:
+            with self.db.read() as conn:
+                manage.check_memory_writable(conn, mid, owner)  # answer early, before embedding
+            vectors = self.embed_texts([clean])
+            vec = vectors[0] if vectors is not None else None
+            self.refresh_if_changed()
+            with self.db.write() as conn:
+                ref = manage.update_memory(conn, mid, owner, clean, to_blob(vec) if vec is not None else None)
+                if vec is None:
+                    self.queue.enqueue_embed(conn, "memories", mid, ref.agent_id, ref.project_id)
+                else:
+                    self.queue.drop_embed(conn, "memories", mid)
+        except Refused as err:
+            return {"ok": False, "error": str(err)}
+        self.index_remove("memories", mid)
+        if vec is not None:
+            self.index_add("memories", mid, ref.agent_id, ref.project_id, ref.channel, ref.created_at, vec)
+        else:
+            self.queue.notify()
+        return {"ok": True, "updated_id": mid, "embedded": vec is not None}
+
+    def delete_memory(self, memory_id: Any, agent_id: Any = None) -> dict[str, Any]:
+        """Delete an unlocked memory (spec tools.md §18). Returns {ok: true, deleted_id} |
+        {ok: false, error} (not found, locked, not owned)."""
+        if self.pause.active():
+            return self.pause.skipped("delete_memory", {"ok": True, "deleted_id": None})
+        mid = manage.row_id("memory_id", memory_id)
+        owner = manage.owner_filter(agent_id)
+        try:
+            with self.db.write() as conn:
+                manage.delete_memory(conn, mid, owner)
+                self.queue.drop_embed(conn, "memories", mid)
+        except Refused as err:
+            return {"ok": False, "error": str(err)}
+        self.index_remove("memories", mid)
+        return {"ok": True, "deleted_id": mid}
+
+    def delete_episode(self, episode_id: Any, agent_id: Any = None) -> dict[str, Any]:
+        """Delete an episode (spec tools.md §19; episodes have no lock). Returns
+        {ok: true, deleted_id} | {ok: false, error}."""
+        if self.pause.active():
+            return self.pause.skipped("delete_episode", {"ok": True, "deleted_id": None})
+        eid = manage.row_id("episode_id", episode_id)
+        owner = manage.owner_filter(agent_id)
+        try:
+            with self.db.write() as conn:
+                manage.delete_episode(conn, eid, owner)
+                self.queue.drop_embed(conn, "episodes", eid)
+        except Refused as err:
+            return {"ok": False, "error": str(err)}
+        self.index_remove("episodes", eid)
+        return {"ok": True, "deleted_id": eid}
+
+    def lock_memory(self, memory_id: Any, agent_id: Any = None) -> dict[str, Any]:
+        """Protect a memory from update_memory, delete_memory and repairs (not a ranking
+        boost; delete_agent_data still removes it). Idempotent. {ok: true, locked_id}."""
+        return self._set_locked("lock_memory", "locked_id", memory_id, agent_id, True)
+
+    def unlock_memory(self, memory_id: Any, agent_id: Any = None) -> dict[str, Any]:
+        """Remove the protection of lock_memory. Idempotent. {ok: true, unlocked_id}."""
+        return self._set_locked("unlock_memory", "unlocked_id", memory_id, agent_id, False)
+
+    def _set_locked(self, tool: str, key: str, memory_id: Any, agent_id: Any, locked: bool) -> dict[str, Any]:
+        if self.pause.active():
+            return self.pause.skipped(tool, {"ok": True, key: None})
+        mid = manage.row_id("memory_id", memory_id)
+        owner = manage.owner_filter(agent_id)
+        try:
+            with self.db.write() as conn:
+                manage.set_locked(conn, mid, owner, locked)
+        except Refused as err:
+            return {"ok": False, "error": str(err)}
+        return {"ok": True, key: mid}
+
+    def delete_agent_data(self, agent_id: Any) -> dict[str, Any]:
+        """Delete everything of one agent (spec tools.md §14): memories (locked ones too),
+        episodes, profiles and queued tasks in ONE transaction, then its vectors in the
+        resident index and its calibration state. Returns the count of each."""
+        if self.pause.active():
+            return self.pause.skipped("delete_agent_data", {
+                "ok": True, "agent_id": agent_id if isinstance(agent_id, str) else None, "deleted_memories": 0,
+                "deleted_profiles": 0, "deleted_episodes": 0, "deleted_pending_tasks": 0, "deleted_calibration": 0})
+        agent = validate.identifier("agent_id", agent_id)
+        if agent == "":
+            raise InvalidArgument("agent_id", "is required: name the agent whose data to delete")
+        with self.db.write() as conn:
+            counts = manage.delete_agent_data(conn, agent)
+        self.index_remove_agent(agent)
+        out: dict[str, Any] = {"ok": True, "agent_id": agent, **counts, "deleted_calibration": 0}
+        forget = getattr(getattr(self, "calibration", None), "forget_agent", None)
+        if forget is not None:
+            try:
+                dropped = forget(agent)
+            except Exception as err:  # noqa: BLE001 — rows are gone; report the leftover, never hide it
+                log.exception("forgetting the calibration of agent %r failed", agent)
+                out["calibration_warning"] = f"calibration state was not cleared: {type(err).__name__}: {err}"
+            else:
+                out["deleted_calibration"] = int(dropped) if isinstance(dropped, (int, bool)) else int(bool(dropped))
+        return out
+
+    def queue_status(self) -> dict[str, Any]:
+        """Body of get_queue_status (see cpersona/core/task_queue.py)."""
+        return self.queue.status()
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Vectors for `texts`, raising instead of returning None (the task queue needs the
+        reason). Raises EmbeddingNotReady / EmbeddingError; the advisory is updated."""
+        if self.embedder is None:
+            raise EmbeddingError("no embedding backend configured (CPERSONA_EMBEDDING_MODE=none)")
+        try:
+            vectors = self.embedder.embed(texts)
+        except EmbeddingNotReady as err:
+            self.advisory.loading(f"mode={self.embedder.mode} / {err}")
+            raise
+        except EmbeddingError as err:
+            self.advisory.observe_failure(f"mode={self.embedder.mode} / {err}")
+            raise
+        self.advisory.observe_ok()
+        if self.vector_state is None:
+            self.reconcile_identity()
+        return vectors
+
+    def get_operating_context(self, section: Any = "") -> dict[str, Any]:
+        """Body of get_operating_context: the sidecar preview, or one doctrine section."""
+        validate.text("section", section, max_chars=validate.MAX_ID_CHARS)
+        return self.operating_context.describe(section)
+
+    def project_gate(self, agent_id: Any, project_id: Any, write: bool) -> Gate:
+        """Operating-context gate of the six project_id tools: resolves "@auto", checks
+        the registry (see cpersona/core/operating_context.py)."""
+        return self.operating_context.gate(agent_id, project_id, write)
 
     def close(self) -> None:
         """Stop background work and close the database and backend. Idempotent."""
-        self.backfill.stop()
+        self.queue.stop()
+        stop = getattr(self.calibration, "stop", None)  # tests may swap in a stand-in
+        if stop is not None:
+            stop()
         if self.embedder is not None:
             self.embedder.close()
         self.db.close()

@@ -87,6 +87,12 @@ LADDER_COLUMNS = (
     ("profiles", "project_id", "TEXT NOT NULL DEFAULT ''"),
     ("pending_memory_tasks", "project_id", "TEXT NOT NULL DEFAULT ''"),
     ("episodes", "channel", "TEXT NOT NULL DEFAULT ''"),
+    # Ours, beyond v13 (issue 5): failure state of queued tasks, so a task that cannot run is
+    # kept and reported instead of silently dropped (see cpersona/core/task_queue.py).
+    ("pending_memory_tasks", "status", "TEXT NOT NULL DEFAULT 'pending'"),
+    ("pending_memory_tasks", "last_error", "TEXT"),
+    ("pending_memory_tasks", "updated_at", "TEXT"),
+    ("pending_memory_tasks", "not_before", "REAL NOT NULL DEFAULT 0"),
 )
 
 INDEXES = {
@@ -101,6 +107,9 @@ INDEXES = {
     "ON memories(agent_id, project_id, created_at DESC)",
     "idx_episodes_isolation": "CREATE INDEX IF NOT EXISTS idx_episodes_isolation "
     "ON episodes(agent_id, project_id, created_at DESC)",
+    # Ours (issue 5): at most one embedding task per row; legacy task types are not affected.
+    "idx_pending_tasks_embed": "CREATE UNIQUE INDEX IF NOT EXISTS idx_pending_tasks_embed "
+    "ON pending_memory_tasks(payload) WHERE task_type = 'embed'",
 }
 
 UNIQUE_INDEXES = {

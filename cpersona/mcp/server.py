@@ -42,8 +42,11 @@ def build_server(engine: Engine, log_level: str = "WARNING", auth_token: str = "
         from cpersona.mcp.http_auth import StaticTokenVerifier, auth_settings
 
         auth = {"auth": auth_settings(*http_address), "token_verifier": StaticTokenVerifier(auth_token)}
+    # MCP `instructions`: the operating context's `[instructions] summary` when present (read once,
+    # here), else INSTRUCTIONS; an unusable sidecar is logged once and the server starts anyway.
+    instructions = engine.operating_context.instructions() or INSTRUCTIONS
     app = MCPServer(
-        SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level=log_level.upper(),
+        SERVER_NAME, instructions=instructions, version=__version__, log_level=log_level.upper(),
         middleware=[_start_after_handshake(engine)], **auth,
     )
     for module in TOOL_MODULES:

@@ -8,6 +8,7 @@ argument, and the core's rule checks come back as `ok: false`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -15,7 +16,9 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from cpersona.core.engine import Engine
+from cpersona.core.preview import RECALL_BUDGET, shape_recall
 from cpersona.core.retrieval.pipeline import RecallRequest
+from cpersona.mcp.context_gate import gated
 from cpersona.mcp.results import call
 
 AgentId = Annotated[
@@ -24,11 +27,13 @@ AgentId = Annotated[
 ]
 WriteProject = Annotated[
     StrictStr,
-    Field(description="Project bucket to write into; '' (default) = the global pool visible from every project."),
+    Field(description="Project bucket to write into; '' (default) = the global pool visible from every project; "
+                      "'@auto' = your default project from the operating context."),
 ]
 ReadProject = Annotated[
     StrictStr | None,
-    Field(description="Omit = all projects; '' = global pool only; 'X' = project X plus the global pool."),
+    Field(description="Omit = all projects; '' = global pool only; 'X' = project X plus the global pool; "
+                      "'@auto' = your default project from the operating context."),
 ]
 WriteChannel = Annotated[StrictStr, Field(description="Channel to file under; '' (default) = visible from every channel.")]
 ReadChannel = Annotated[StrictStr, Field(description="'' (default) = all channels; 'X' = channel X plus channel-less rows.")]
@@ -60,6 +65,11 @@ class HistoryEntry(BaseModel):
     timestamp: StrictStr = Field("", description="ISO-8601 time of this turn.")
 
 
+FULL_CONTENT_HELP = (
+    f"Return whole rows instead of previews, within {RECALL_BUDGET:,} characters spent on the best rows first; "
+    "weaker rows past the budget stay previews (full_content_budget_chars is then set)."
+)
+
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True)
 APPEND = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
 READ = ToolAnnotations(readOnlyHint=True)
@@ -80,9 +90,9 @@ def register(app: MCPServer, engine: Engine) -> None:
         already visible in the same agent/project/channel (same content or same message id)
         is skipped, never overwritten — use update_memory to correct a fact.
         """
-        return call("store", lambda: engine.store(
+        return gated(engine, "store", agent_id, project_id, True, lambda project: engine.store(
             agent_id, message.content, msg_id=message.id, source=message.source,
-            timestamp=message.timestamp or None, metadata=message.metadata, channel=channel, project_id=project_id,
+            timestamp=message.timestamp or None, metadata=message.metadata, channel=channel, project_id=project,
         ), {"result": "rejected"})
 
     def recall(
@@ -96,16 +106,23 @@ def register(app: MCPServer, engine: Engine) -> None:
             list[StrictStr], Field(max_length=200, description="Texts you already have in context; rows equal to them are left out.")
         ] = [],
         deep: Annotated[StrictBool, Field(description="Search harder: halves the quality gate.")] = False,
+        full_content: Annotated[StrictBool, Field(description=FULL_CONTENT_HELP)] = False,
     ) -> str:
         """Find the memories and session summaries relevant to `query` (hybrid vector + full-text search).
 
-        Returns {messages: [...], advisory?}. Messages are ordered WORST to BEST: the LAST element
-        is the best match. Each has content, ref ("mem:<id>" / "ep:<id>"), timestamp, source and
-        match_reason {signal, score}. An `advisory` means search is degraded (e.g. keyword-only):
-        tell the user as it says. An empty list means nothing stored is relevant enough.
+        Returns {messages: [...], advisory?, gate?, gate_fallback?, full_content_budget_chars?}.
+        Messages are ordered WORST to BEST: the LAST element is the best match. Each has content,
+        ref ("mem:<id>" / "ep:<id>"), timestamp, source and match_reason {signal, score}. Long rows
+        are previews (content_truncated: true, content_len): pass their refs to get_contents for
+        the full text, or call with full_content=true. An `advisory` means search is degraded
+        (e.g. keyword-only): tell the user as it says. A `gate` object means the quality gate runs
+        on its uncalibrated heuristic because calibration is missing, unreadable, stale or failed
+        ({state, reason, fix}): act on `fix`. An empty list means nothing stored is relevant enough.
         """
         req = RecallRequest(agent_id, query, limit, deep, channel, project_id, source_id, tuple(exclude_contents))
-        return call("recall", lambda: engine.recall(req), {"messages": []})
+        return gated(engine, "recall", agent_id, project_id, False, lambda project: shape_recall(
+            engine.recall(replace(req, project_id=project)), engine.settings.recall_preview_chars, full_content,
+        ), {"messages": []})
 
     def archive_episode(
         agent_id: AgentId,
@@ -123,9 +140,9 @@ def register(app: MCPServer, engine: Engine) -> None:
         Archiving also marks older memories as older context (they rank a little lower).
         Returns {ok, episode_id, embedded} or {ok: false, episode_id: null, error}.
         """
-        return call("archive_episode", lambda: engine.archive_episode(
+        return gated(engine, "archive_episode", agent_id, project_id, True, lambda project: engine.archive_episode(
             agent_id, summary, keywords=keywords, history=[h.model_dump() for h in history], resolved=resolved,
-            channel=channel, project_id=project_id,
+            channel=channel, project_id=project,
         ), {"episode_id": None})
 
     def list_memories(
@@ -134,7 +151,8 @@ def register(app: MCPServer, engine: Engine) -> None:
         project_id: ReadProject = None,
     ) -> str:
         """List stored memories newest first (no ranking). Returns {memories: [...], count}."""
-        return call("list_memories", lambda: engine.list_memories(agent_id, limit, project_id), {"memories": [], "count": 0})
+        return gated(engine, "list_memories", agent_id, project_id, False,
+                     lambda project: engine.list_memories(agent_id, limit, project), {"memories": [], "count": 0})
 
     def list_episodes(
         agent_id: Annotated[StrictStr, Field(description="Whose episodes; '' (default) = every agent.")] = "",
@@ -142,7 +160,8 @@ def register(app: MCPServer, engine: Engine) -> None:
         project_id: ReadProject = None,
     ) -> str:
         """List archived session summaries newest first. Returns {episodes: [...], count}."""
-        return call("list_episodes", lambda: engine.list_episodes(agent_id, limit, project_id), {"episodes": [], "count": 0})
+        return gated(engine, "list_episodes", agent_id, project_id, False,
+                     lambda project: engine.list_episodes(agent_id, limit, project), {"episodes": [], "count": 0})
 
     for fn, notes in ((store, WRITE), (recall, READ), (archive_episode, APPEND), (list_memories, READ), (list_episodes, READ)):
         app.add_tool(fn, annotations=notes, structured_output=False)

@@ -13,7 +13,15 @@ Our rule on top of the spec: an EXACT match is never gated. A row whose content 
 the whole query, a quoted phrase of it, or one of its identifiers (tokens with digits,
 underscores, inner punctuation or camelCase: `CVE-2024-3094`, `ERR_TIMEOUT_1750`,
 `src/app.py`, `getUserName`) is kept whatever its score — the earlier system returned
-nothing for an exact error string on a 30-memory store with embeddings off.
+nothing for an exact error string on a 30-memory store with embeddings off. The rule holds
+under calibration and confidence scoring too, and autocut never cuts an exact match.
+
+Calibrated gate (cpersona/core/calibration.py): when the agent has a fused gate measured on
+the active signal, rows keyed on that signal compare against it instead of the heuristic;
+a cc row then passes when its cc clears the gate OR its cosine clears the agent's
+calibrated vector threshold. With confidence scoring on every row carries a confidence and
+the gate keys on it. Profile rows pass iff the pool holds ≥ 50 rows. `deep` halves every
+threshold.
 """
 
 from __future__ import annotations
@@ -22,13 +30,17 @@ import math
 import re
 import sqlite3
 from dataclasses import dataclass
+from typing import Callable
 
 from cpersona.core.isolation import Scope
-from cpersona.core.retrieval.candidate import Candidate
+from cpersona.core.retrieval.candidate import PROFILE, Candidate
 
 #: Pool size at which the heuristic reaches its floor (spec retrieval.md §6).
 POOL_SATURATION = 500
 UNSCORED_MIN_POOL = 100
+PROFILE_MIN_POOL = 50
+#: Gate precedence: the first score a row has names its signal (= match_reason.signal).
+PRECEDENCE = ("confidence", "rsf", "cc", "cosine", "rrf")
 _QUOTED = re.compile(r"\"([^\"]{3,})\"|「([^」]{2,})」|'([^']{3,})'")
 _EDGE_PUNCT = "\"'`()[]{}<>,;:!?。、，！？「」"
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff66-\uff9f]")
@@ -53,8 +65,8 @@ def min_score(pool: int, deep: bool = False) -> float:
 
 
 def signal(cand: Candidate) -> tuple[str, float] | None:
-    """(signal name, score) by precedence rsf > cc > cosine > rrf; None when unscored."""
-    for name in ("rsf", "cc", "cosine", "rrf"):
+    """(signal name, score) by precedence confidence > rsf > cc > cosine > rrf; None when unscored."""
+    for name in PRECEDENCE:
         value = getattr(cand, name)
         if value is not None:
             return name, value
@@ -78,27 +90,47 @@ def exact_needles(query: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Gate:
-    """Thresholds for one recall."""
+    """Thresholds for one recall.
+
+    `min_score` is the pool heuristic (already halved for deep). `fused_gate` is the agent's
+    calibrated gate for `gate_signal` (None = heuristic); `cosine_min` the calibrated vector
+    threshold used as cc's cosine evidence (None = min_score). `enabled=False`
+    (CPERSONA_GATE_ENABLED=false) keeps every scored row — profiles still need the pool.
+    """
 
     pool: int
     min_score: float
     rrf_k: int
     blank_query: bool
     needles: tuple[str, ...]
+    fused_gate: float | None = None
+    gate_signal: str | None = None
+    cosine_min: float | None = None
+    enabled: bool = True
 
     def exact(self, cand: Candidate) -> bool:
         text = cand.content.lower()
         return any(n in text for n in self.needles)
 
     def passes(self, cand: Candidate) -> bool:
-        if self.exact(cand):
+        if cand.kind == PROFILE:
+            return self.pool >= PROFILE_MIN_POOL
+        if not self.enabled or self.exact(cand):
             return True
         sig = signal(cand)
         if sig is None:
             return self.blank_query or self.pool >= UNSCORED_MIN_POOL
         name, value = sig
+        calibrated = self.fused_gate if self.gate_signal == name else None
         if name == "cc":
-            return any(v is not None and v >= self.min_score for v in (cand.cosine, cand.lexical))
+            cos_min = self.cosine_min if self.cosine_min is not None else self.min_score
+            if cand.cosine is not None and cand.cosine >= cos_min:
+                return True
+            if calibrated is not None:
+                return value >= calibrated
+            return cand.lexical is not None and cand.lexical >= self.min_score
+        if calibrated is not None:
+            return value >= calibrated
         threshold = self.min_score * 3.0 / (self.rrf_k + 1) if name == "rrf" else self.min_score
         return value >= threshold
 
@@ -106,20 +138,26 @@ class Gate:
         return [c for c in rows if self.passes(c)]
 
 
-def autocut(rows: list[Candidate], min_results: int, min_gap_ratio: float) -> list[Candidate]:
-    """Cut at the largest score gap (spec retrieval.md §9); only on all-cosine lists.
-
-    Rank-fusion scores (rrf, rsf) carry no relevance breaks, so such lists are never cut.
+def autocut(rows: list[Candidate], min_results: int, min_gap_ratio: float,
+            keep: Callable[[Candidate], bool] | None = None) -> list[Candidate]:
+    """Cut at the largest score gap (spec retrieval.md §9) on similarity-scale lists only:
+    keyed on confidence when the first row has one; never on rank-fusion lists (rrf, rsf,
+    cc — their gaps are not relevance breaks); otherwise on cosine when every row has one.
+    Rows for which `keep` is true (exact matches) survive a cut, in their order.
     """
-    if len(rows) < max(2, min_results) or any(getattr(rows[0], n) is not None for n in ("rrf", "rsf", "cc")):
+    if len(rows) < max(2, min_results):
         return rows
-    if any(c.cosine is None for c in rows):
+    if rows[0].confidence is not None:
+        scores = [c.confidence if c.confidence is not None else 0.0 for c in rows]
+    elif any(getattr(rows[0], n) is not None for n in ("rrf", "rsf", "cc")) or any(c.cosine is None for c in rows):
         return rows
-    scores = [c.cosine for c in rows]
+    else:
+        scores = [c.cosine for c in rows]
     if scores[0] <= 0:
         return rows
     gaps = [a - b for a, b in zip(scores, scores[1:])]
     best = max(range(len(gaps)), key=lambda i: gaps[i])
     if gaps[best] / scores[0] < min_gap_ratio:
         return rows
-    return rows[: best + 1]
+    head, tail = rows[: best + 1], rows[best + 1:]
+    return head + [c for c in tail if keep is not None and keep(c)]

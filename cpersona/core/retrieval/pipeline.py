@@ -1,6 +1,7 @@
-"""Recall orchestration (spec retrieval.md §1): retrievers → fusion → penalties → gate →
-limit → reverse → response. Each stage is a plain function of this package; this module
-only wires them and shapes the response.
+"""Recall orchestration (spec retrieval.md §1): retrievers → fusion → penalties →
+[confidence] → profiles → gate (+ gate_fallback rescue, autocut) → limit → reverse →
+response. Each stage is a plain function of this package; this module only wires them and
+shapes the response. `rank` (everything before the gate) is shared with calibration.
 
 The response lists rows WORST → BEST: the last element is the strongest match, because an
 LLM attends most to the end of its context (seed §検索, 最後の反転).
@@ -14,9 +15,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from cpersona.core import profiles
 from cpersona.core.isolation import Scope
-from cpersona.core.retrieval import fusion, gate, retrievers, scoring
-from cpersona.core.retrieval.candidate import EPISODE, Candidate
+from cpersona.core.retrieval import confidence, fusion, gate, retrievers, scoring
+from cpersona.core.retrieval.candidate import EPISODE, PROFILE, Candidate
 from cpersona.core.vector_index import VectorIndex
 
 #: Exclusion entries shorter than this exclude only exact equals (spec retrieval.md §3).
@@ -62,6 +64,16 @@ class RecallContext:
     episode_penalty: tuple[bool, float, float] = (True, 0.01, 0.5)
     autocut: tuple[bool, int, float] = (True, 3, 0.15)
     trace: dict[str, Any] = field(default_factory=dict)
+    # quality layer (issue 4): the agent's calibrated gate, confidence scoring, profiles
+    gate_enabled: bool = True
+    fused_gate: float | None = None
+    gate_signal: str | None = None
+    cosine_min: float | None = None
+    confidence: confidence.ConfidenceParams | None = None
+    inject_profiles: bool = True
+    # outcome of the last `recall`: rescue flag and the rows returned (best first)
+    gate_fallback: bool = False
+    returned: list[Candidate] = field(default_factory=list)
 
 
 def _excluded(content: str, exclusions: list[str]) -> bool:
@@ -100,35 +112,90 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
 
 
 def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candidate]]) -> list[Candidate]:
-    """Stage 2: one ranked list (rrf / rsf; cascade for blank queries or mode cascade)."""
+    """Stage 2: one ranked list (rrf / rsf / cc; cascade for blank queries or mode cascade).
+    Cascade places the profile rows after episodes, before keyword rows (they count
+    toward `limit`); fusion modes append them after penalties (`add_profiles`)."""
     if ctx.mode == "rrf" and req.query.strip():
         return fusion.rrf(channels, ctx.rrf_k, ctx.weights)
     if ctx.mode == "rsf" and req.query.strip():
         return fusion.rsf(channels, ctx.weights)
     if ctx.mode == "cc" and req.query.strip():
         return fusion.cc(channels, ctx.cc_alpha)
-    return fusion.cascade(channels, req.limit)
+    ordered = {k: v for k, v in channels.items() if k != "keyword"}
+    if ctx.inject_profiles:
+        ordered["profiles"] = profiles.injection(ctx.conn, req.agent_id)
+    ordered["keyword"] = channels.get("keyword", [])
+    return fusion.cascade(ordered, req.limit)
+
+
+def _cascaded(ctx: RecallContext, req: RecallRequest) -> bool:
+    return ctx.mode not in ("rrf", "rsf", "cc") or not req.query.strip()
+
+
+def add_profiles(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
+    """Fusion modes: profile rows (no score) go after every scored row."""
+    if not ctx.inject_profiles or _cascaded(ctx, req):
+        return rows
+    return rows + profiles.injection(ctx.conn, req.agent_id)
+
+
+def score_confidence(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
+    """Confidence scoring (only when enabled): cosine backfill for keyword-only rows, then
+    every row scored and sorted by confidence."""
+    if ctx.confidence is None or not rows:
+        return rows
+    if req.query.strip():
+        confidence.backfill_cosine(ctx.conn, rows, ctx.embed_query(req.query))
+    return confidence.apply(ctx.conn, rows, ctx.confidence, req.scope, req.deep)
+
+
+def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
+    """Everything before the gate: retrieve → fuse → penalise → profiles → confidence."""
+    channels = retrieve(ctx, req)
+    ctx.trace["channels"] = {name: len(found) for name, found in channels.items()}
+    rows = fuse(ctx, req, channels)
+    rows = penalise(ctx, req, rows)
+    rows = add_profiles(ctx, req, rows)
+    return score_confidence(ctx, req, rows)
 
 
 def penalise(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
-    """Stage 3: episode boundary penalty, then re-sort on the fused score."""
+    """Stage 3: episode boundary penalty, then re-sort on the fused score (profile rows,
+    present only in cascade lists, keep their place: cascade lists are never re-sorted)."""
     enabled, rate, floor = ctx.episode_penalty
     if not enabled or not rows:
         return rows
     boundary = scoring.latest_episode_boundary(ctx.conn, req.scope)
-    if scoring.episode_penalty(rows, boundary, rate, floor):
+    if scoring.episode_penalty(rows, boundary, rate, floor) and not _cascaded(ctx, req):
         return scoring.resort_after_penalty(rows)
     return rows
 
 
-def apply_gate(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
-    """Stage 4: quality gate, then autocut on similarity-scale lists."""
+def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
+    """The thresholds of this recall: pool heuristic, or the agent's calibrated gate."""
     pool = gate.pool_size(ctx.conn, req.scope)
-    g = gate.Gate(pool, gate.min_score(pool, req.deep), ctx.rrf_k, not req.query.strip(), tuple(gate.exact_needles(req.query)))
+    half = 0.5 if req.deep else 1.0
+    return gate.Gate(
+        pool, gate.min_score(pool, req.deep), ctx.rrf_k, not req.query.strip(), tuple(gate.exact_needles(req.query)),
+        fused_gate=None if ctx.fused_gate is None else ctx.fused_gate * half, gate_signal=ctx.gate_signal,
+        cosine_min=None if ctx.cosine_min is None else ctx.cosine_min * half, enabled=ctx.gate_enabled,
+    )
+
+
+def apply_gate(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
+    """Stage 4: quality gate; the gate_fallback rescue (confidence on: nothing but profiles
+    survived, yet some row has a back-filled cosine ⇒ return those rows, flagged); else
+    autocut on similarity-scale lists (exact matches survive it)."""
+    g = make_gate(ctx, req)
     kept = g.apply(rows)
-    ctx.trace.update(pool=pool, min_score=g.min_score, before_gate=len(rows), after_gate=len(kept))
+    ctx.trace.update(pool=g.pool, min_score=g.min_score, fused_gate=g.fused_gate, gate_signal=g.gate_signal,
+                     before_gate=len(rows), after_gate=len(kept))
+    ctx.gate_fallback = False
+    if not any(c.kind != PROFILE for c in kept) and any(c.backfilled for c in rows):
+        ctx.gate_fallback = True
+        return [c for c in rows if c.backfilled] + [c for c in kept if c.kind == PROFILE]
     enabled, min_results, ratio = ctx.autocut
-    return gate.autocut(kept, min_results, ratio) if enabled else kept
+    return gate.autocut(kept, min_results, ratio, keep=g.exact) if enabled else kept
 
 
 def message(cand: Candidate) -> dict[str, Any]:
@@ -142,6 +209,8 @@ def message(cand: Candidate) -> dict[str, Any]:
         msg["timestamp"] = cand.timestamp
     if cand.msg_id:
         msg["id"] = cand.msg_id
+    if cand.confidence_detail is not None:
+        msg["confidence"] = dict(cand.confidence_detail)
     sig = gate.signal(cand)
     if sig is not None:
         reason: dict[str, Any] = {"signal": sig[0], "score": sig[1]}
@@ -155,15 +224,13 @@ def message(cand: Candidate) -> dict[str, Any]:
 
 
 def recall(ctx: RecallContext, req: RecallRequest) -> list[dict[str, Any]]:
-    """Run the whole pipeline; returns messages ordered worst → best (last = best)."""
-    channels = retrieve(ctx, req)
-    rows = fuse(ctx, req, channels)
-    rows = penalise(ctx, req, rows)
-    rows = apply_gate(ctx, req, rows)
+    """Run the whole pipeline; returns messages ordered worst → best (last = best).
+    `ctx.returned` holds the returned rows best first, `ctx.gate_fallback` the rescue flag."""
+    rows = apply_gate(ctx, req, rank(ctx, req))
     rows = rows[: req.limit]
+    ctx.returned = list(rows)
     rows.reverse()
-    ctx.trace["channels"] = {name: len(found) for name, found in channels.items()}
     return [message(c) for c in rows]
 
 
-__all__ = ["RecallRequest", "RecallContext", "recall", "retrieve", "fuse", "penalise", "apply_gate", "EPISODE"]
+__all__ = ["RecallRequest", "RecallContext", "recall", "rank", "retrieve", "fuse", "penalise", "apply_gate", "EPISODE"]

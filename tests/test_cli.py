@@ -1,0 +1,91 @@
+"""The human CLI (`cpersona stats | list | recall | store`) on the same core as the tools."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import db_rows, new_engine
+from cpersona.cli import main
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, capsys):
+    """Run `cpersona ARGS` in-process against tmp_path/cli.db; returns (status, stdout, stderr)."""
+    for key in list(os.environ):
+        if key.startswith(("CPERSONA_", "EMBEDDING_")):
+            monkeypatch.delenv(key)
+    db = tmp_path / "cli.db"
+    monkeypatch.setenv("CPERSONA_DB_PATH", str(db))
+    monkeypatch.setenv("CPERSONA_EMBEDDING_MODE", "none")
+    monkeypatch.setenv("COLUMNS", "200")  # rich: one table row per line
+
+    def run(*args):
+        status = main(list(args))
+        out = capsys.readouterr()
+        return status, out.out, out.err
+
+    run.db = db
+    return run
+
+
+def test_read_commands_refuse_a_missing_database(cli):
+    for command in ("stats", "list"):
+        status, out, err = cli(command)
+        assert status == 1 and out == "" and "no database at" in err
+    assert not cli.db.exists()  # nothing was created
+
+
+def test_store_list_recall_stats(cli):
+    status, out, _ = cli("store", "The staging cluster moves to eu-west-2", "--agent", "kai")
+    assert status == 0 and out.strip() == "stored mem:1 for agent 'kai'"
+    assert cli("store", "梅雨は北海道を除く日本で見られる")[1].strip() == "stored mem:2 for agent 'kai'"  # the only agent
+    assert cli("store", "release notes live in docs/", "--agent", "mio", "--project", "web")[0] == 0
+    status, out, _ = cli("store", "The staging cluster moves to eu-west-2", "--agent", "kai")
+    assert status == 0 and out.strip() == "skipped: duplicate content (existing mem:1)"
+    status, _, err = cli("store", "which agent?")
+    assert status == 1 and "several agents" in err and "'kai'" in err and "'mio'" in err
+    status, _, err = cli("store", "   ", "--agent", "kai")
+    assert status == 1 and "rejected" in err and "message.content" in err
+    assert db_rows(cli.db, "SELECT source FROM memories WHERE id = 1")[0][0].startswith('{"type": "User", "id": "cli"')
+
+    status, out, _ = cli("list")
+    assert status == 0 and "newest first (3 shown)" in out
+    lines = [line for line in out.splitlines() if "│" in line]
+    assert [line.split("│")[2].strip() for line in lines] == ["mio", "kai", "kai"]
+    assert "release notes live in docs/" in lines[0] and "web" in lines[0]
+    assert "kai" not in cli("list", "--agent", "mio")[1].replace("(1 shown)", "")
+
+    status, out, _ = cli("recall", "staging cluster", "--agent", "kai")
+    assert status == 0 and "mem:1" in out and "eu-west-2" in out and "best match first" in out
+    assert "keyword" in out  # the degraded-search note (mode none)
+    out = cli("recall", "docs")[1]  # no --agent: every agent
+    assert "mio" in out and "mem:3" in out
+    assert cli("recall", "zebra crossing", "--agent", "kai")[1].startswith("nothing relevant found")
+    assert cli("recall")[0] == 1
+
+    status, out, _ = cli("stats")
+    assert status == 0
+    assert str(cli.db) in out and "v13, FTS5 on" in out
+    assert "none (keyword search only)" in out and "none recorded yet" in out
+    assert "0 pending, 0 failed, 0 retries" in out
+    kai = next(line for line in out.splitlines() if "│ kai " in line)
+    assert [cell.strip() for cell in kai.split("│")[1:6]] == ["kai", "2", "0", "2", "0"]  # memories, locked, no vector, episodes
+    assert "2 agents" in out
+
+
+def test_stats_shows_the_vector_model_and_queue(cli, fake_embed):
+    eng = new_engine(cli.db, embedding_mode="http", embedding_url=fake_embed.url, task_queue_enabled=False)
+    eng.store("kai", "embedded row")
+    fake_embed.fail = True
+    eng.store("kai", "row waiting for its vector")
+    fake_embed.fail = False
+    eng.lock_memory(1)
+    eng.close()
+    status, out, _ = cli("stats")
+    assert status == 0
+    assert "1 pending, 0 failed" in out
+    assert "fake-hash-512 (512-d)" in out  # the recorded model of the stored vectors (announced by the server)
+    kai = next(line for line in out.splitlines() if "│ kai " in line)
+    assert [cell.strip() for cell in kai.split("│")[1:5]] == ["kai", "2", "1", "1"]

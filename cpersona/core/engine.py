@@ -100,18 +100,12 @@ class Engine:
         if self.embedder is None:
             return None
         try:
-            vectors = self.embedder.embed(texts)
-        except EmbeddingNotReady as err:
-            self.advisory.loading(f"mode={self.embedder.mode} / {err}")
+            return self.embed_batch(texts)
+        except EmbeddingNotReady:
             return None
         except EmbeddingError as err:
             log.warning("embedding failed: %s", err)
-            self.advisory.observe_failure(f"mode={self.embedder.mode} / {err}")
             return None
-        self.advisory.observe_ok()
-        if self.vector_state is None:
-            self.reconcile_identity()
-        return vectors
 
     def reconcile_identity(self) -> identity.VectorState | None:
         """Compare the backend's (model, dim) with the one recorded for the stored vectors;
@@ -583,7 +577,10 @@ class Engine:
         except EmbeddingError as err:
             self.advisory.observe_failure(f"mode={self.embedder.mode} / {err}")
             raise
+        recovered = self.advisory.failing
         self.advisory.observe_ok()
+        if recovered:
+            self.queue.wake()  # rows queued while the backend was away can be embedded now
         if self.vector_state is None:
             self.reconcile_identity()
         return vectors

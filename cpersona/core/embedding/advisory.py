@@ -69,6 +69,11 @@ class Advisory:
     def state(self) -> str:
         return self._s.state
 
+    @property
+    def failing(self) -> bool:
+        """True after a failed embed or while loading, until the next success."""
+        return self._s.consecutive_failures > 0 or self._s.state in ("fault", "loading")
+
     def _enter(self, state: str, evidence: str) -> None:
         if self._s.state != state:
             self._s.emitted = False

@@ -95,7 +95,8 @@ def test_dormant_reasons(tmp_path, sidecar):
                                   "error": f"operating context is dormant — no sidecar file at {tmp_path / 'nope.toml'}"}
     off = OperatingContext(str(sidecar()), enabled=False)
     assert "kill switch" in off.describe()["error"] and off.instructions() is None
-    assert off.gate("kai", "@auto", True).project_id == "@auto"
+    killed = off.gate("kai", "@auto", True)
+    assert killed.project_id == "" and "kill switch" in killed.extras["operating_context_warning"]
 
 
 def test_reread_when_the_file_changes_and_warn_once_when_broken(sidecar, caplog):
@@ -169,7 +170,8 @@ def test_gate_without_registry_and_when_dormant(tmp_path):
     gate = OperatingContext(str(path)).gate("kai", "zzz", True)
     assert gate.project_id == "zzz" and gate.extras == {}  # no registry declared: no check
     dormant = OperatingContext(str(tmp_path / "absent.toml")).gate("kai", "@auto", True)
-    assert dormant.project_id == "@auto" and dormant.extras == {"resolved_project_id": "@auto"}
+    assert dormant.project_id == "" and dormant.extras["resolved_project_id"] == ""
+    assert "needs an operating context" in dormant.extras["operating_context_warning"]  # never silent
 
 
 # --------------------------------------------------------------------------- MCP
@@ -239,6 +241,7 @@ def test_malformed_sidecar_is_reported_and_the_server_starts(tmp_path, sidecar):
     warnings = [line for line in run.stderr.splitlines() if "operating context is dormant" in line]
     assert len(warnings) == 1 and "registry.project_ids" in warnings[0]
     assert "Traceback" not in run.stderr
-    # dormant: "@auto" is stored literally and echoed
-    assert r["store"]["result"] == "stored" and r["store"]["resolved_project_id"] == "@auto"
-    assert r["list"]["memories"][0]["project_id"] == "@auto"
+    # dormant: "@auto" cannot resolve → global pool, with a warning (never a literal "@auto" project)
+    assert r["store"]["result"] == "stored" and r["store"]["resolved_project_id"] == ""
+    assert "operating_context_warning" in r["store"]
+    assert r["list"]["memories"][0]["project_id"] == ""

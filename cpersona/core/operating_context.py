@@ -205,10 +205,15 @@ class OperatingContext:
 
     def gate(self, agent_id: str, project_id: str | None, write: bool) -> Gate:
         """Resolve "@auto" and check the registry for one call of a project_id tool."""
-        ctx, _ = self.current()
+        ctx, why = self.current()
+        if ctx is None and project_id == AUTO:
+            # Dormant context: "@auto" cannot be resolved. Storing or filtering the literal
+            # "@auto" would file rows under a project nobody means (the earlier system did
+            # so silently); use the global pool and say why.
+            warning = f"project_id '@auto' needs an operating context ({why}); using the global pool ''"
+            return Gate("", {"resolved_project_id": "", "operating_context_warning": warning})
         if ctx is None or project_id is None or project_id == "":
-            extras = {"resolved_project_id": AUTO} if project_id == AUTO else {}
-            return Gate(project_id, extras)
+            return Gate(project_id, {})
         rev = ctx.revision
         out = Gate(project_id, revision=rev)
         label = f" (rev {rev})" if rev else ""

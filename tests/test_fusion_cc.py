@@ -15,7 +15,7 @@ def cand(kind, i, cosine=None, bm25=None):
     return Candidate(kind, i, f"{kind}{i}", cosine=cosine, bm25=bm25)
 
 
-def test_cc_formula_and_joint_lexical_normalisation():
+def test_cc_formula_and_per_channel_lexical_normalisation():
     vector = [cand(MEMORY, 1, cosine=0.9), cand(MEMORY, 2, cosine=0.5)]
     keyword = [cand(MEMORY, 2, bm25=-4.0), cand(MEMORY, 3, bm25=-2.0)]
     episodes = [cand(EPISODE, 1, bm25=-1.0)]
@@ -23,9 +23,14 @@ def test_cc_formula_and_joint_lexical_normalisation():
     scores = {c.key: c.cc for c in ranked}
     assert scores[(MEMORY, 2)] == pytest.approx(0.2 * 0.5 + 0.8 * 1.0)  # both channels
     assert scores[(MEMORY, 3)] == pytest.approx(0.8 * 0.5)  # keyword only, half the best bm25
-    assert scores[(EPISODE, 1)] == pytest.approx(0.8 * 0.25)  # same scale as memory bm25
+    assert scores[(EPISODE, 1)] == pytest.approx(0.8 * 1.0)  # best of its own channel
     assert scores[(MEMORY, 1)] == pytest.approx(0.2 * 0.9)  # vector only
-    assert [c.key for c in ranked] == [(MEMORY, 2), (MEMORY, 3), (EPISODE, 1), (MEMORY, 1)]
+    assert [c.key for c in ranked] == [(MEMORY, 2), (EPISODE, 1), (MEMORY, 3), (MEMORY, 1)]
+
+
+def test_cc_equal_scores_keep_memories_before_episodes():
+    ranked = fusion.cc({"episodes": [cand(EPISODE, 1, bm25=-3.0)], "keyword": [cand(MEMORY, 1, bm25=-5.0)]}, alpha=0.2)
+    assert [c.key for c in ranked] == [(MEMORY, 1), (EPISODE, 1)]
 
 
 def test_cc_negative_cosine_contributes_nothing_and_like_rows_count_fully():

@@ -6,9 +6,9 @@
             query's rows (cosine; −bm25), sum, divide by the number of channels that answered.
 * cc      — convex combination with theoretical-min-max normalisation (Bruch, Gai & Ingber,
             "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023):
-            cc(d) = α·max(cosine, 0) + (1 − α)·lexical, lexical = bm25 / the best bm25 of this
-            query's keyword hits (memories and episodes together; bm25's theoretical minimum
-            is 0), 1.0 for a LIKE substring hit.
+            cc(d) = α·max(cosine, 0) + (1 − α)·lexical, lexical = bm25 / the best bm25 of its
+            keyword channel for this query (bm25's theoretical minimum is 0), 1.0 for a LIKE
+            substring hit.
             Cosine keeps its absolute scale, so a weak vector channel cannot outvote strong
             keyword evidence; α = CPERSONA_CC_ALPHA (default 0.2).
 * cascade — legacy sequential fill: vector, then episodes, then keyword; no fused score.
@@ -102,15 +102,18 @@ _LEXICAL = ("episodes", "keyword")
 
 
 def cc(channels: Channels, alpha: float) -> list[Candidate]:
-    """Convex-combination fusion; sets `lexical` and `cc` on every candidate; best first."""
-    lexical_rows = [c for name in _LEXICAL for c in channels.get(name) or []]
-    best = max((-c.bm25 for c in lexical_rows if c.bm25 is not None), default=0.0)
-    for cand in lexical_rows:
-        if cand.bm25 is None:
-            cand.lexical = 1.0
-        else:
-            cand.lexical = (-cand.bm25 / best) if best > 0 else 1.0
-    merged = _merge(channels)
+    """Convex-combination fusion; sets `lexical` and `cc` on every candidate; best first.
+
+    Each keyword channel (memories, episodes) is normalised by its own best bm25: the two
+    FTS tables have independent statistics (one archived episode has almost no IDF), so a
+    joint scale would bury episodes. Equal scores keep memories before episodes."""
+    for name in _LEXICAL:
+        rows = channels.get(name) or []
+        best = max((-c.bm25 for c in rows if c.bm25 is not None), default=0.0)
+        for cand in rows:
+            cand.lexical = 1.0 if cand.bm25 is None or best <= 0 else -cand.bm25 / best
+    ordered = {name: channels[name] for name in ("vector", "keyword", "episodes") if name in channels}
+    merged = _merge({**ordered, **channels})
     for cand in merged.values():
         cos = max(cand.cosine or 0.0, 0.0)
         cand.cc = alpha * cos + (1.0 - alpha) * (cand.lexical or 0.0)

@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, SchemaTooNew) as err:
         print(f"cpersona: {err}", file=sys.stderr)
         return 2
-    except sqlite3.DatabaseError as err:
-        print(f"cpersona: cannot open the database: {err}", file=sys.stderr)
+    except (sqlite3.DatabaseError, OSError) as err:
+        print(f"cpersona: cannot open the database ({settings.db_path}): {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -79,10 +79,13 @@ class Setting:
             return "one of " + ", ".join(self.choices)
         form = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[self.kind]
         if self.minimum is not None and self.maximum is not None:
-            return f"{form} in [{self.minimum:g}, {self.maximum:g}]"
+            return f"{form} in [{self._num(self.minimum)}, {self._num(self.maximum)}]"
         if self.minimum is not None:
-            return f"{form} >= {self.minimum:g}"
+            return f"{form} >= {self._num(self.minimum)}"
         return form
+
+    def _num(self, value: float) -> str:
+        return str(int(value)) if self.kind is int else f"{value:g}"
 
     def parse(self, raw: str) -> Any:
         """Convert `raw`; raises ValueError(describe()) when it breaks the rule."""

@@ -9,6 +9,7 @@ another thread's uncommitted rows (spec storage.md §1).
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -36,8 +37,9 @@ class Database:
     """
 
     def __init__(self, path: str, fts_enabled: bool = True) -> None:
-        self.path = path
         self.memory = path == ":memory:"
+        path = path if self.memory else os.path.expanduser(path)
+        self.path = path
         if not self.memory:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +41,8 @@ from cpersona.core.task_queue import TaskQueue
 log = logging.getLogger(__name__)
 
 _UNSET = object()
+#: A failed query embed faster than this is followed by one probe (see _probe_after_failure).
+PROBE_MAX_FAILURE_SECS = 1.0
 
 
 class Engine:
@@ -136,11 +139,22 @@ class Engine:
         if cached is not None:
             self.advisory.observe_ok()
             return cached
+        started = time.monotonic()
         vectors = self.embed_texts([text])
         if vectors is None:
+            self._probe_after_failure(time.monotonic() - started)
             return None
         self.cache.put(text, vectors[0])
         return vectors[0]
+
+    def _probe_after_failure(self, failed_after: float) -> None:
+        """One quick second try after a failed query embed (spec retrieval.md §13 probe),
+        so a backend that is really down is reported as `fault` on the FIRST degraded
+        recall, while a single blip stays silent. Skipped when the failure was slow (a
+        hung endpoint must not double the wait) or the model is merely loading."""
+        if self.advisory.state in ("fault", "loading") or failed_after > PROBE_MAX_FAILURE_SECS:
+            return
+        self.embed_texts(["health-probe"])
 
     # ------------------------------------------------------------ vector index
     def refresh_if_changed(self) -> None:

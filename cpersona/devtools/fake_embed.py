@@ -48,13 +48,15 @@ class FakeEmbedServer:
         dim: vector dimension (default 512).
         port: 0 picks a free port; read `url` after `start()`.
 
-    Attributes `requests` (count) and `fail` (when True, answers 503) let tests simulate
-    an endpoint going down and coming back.
+    Attributes `requests` (count), `fail` (when True, answers 503) and `fail_next` (the
+    next N requests answer 503) let tests simulate an endpoint going down, coming back,
+    or blipping once.
     """
 
     def __init__(self, dim: int = 512, port: int = 0, host: str = "127.0.0.1") -> None:
         self.dim = dim
         self.fail = False
+        self.fail_next = 0
         self.requests = 0
         self._httpd = ThreadingHTTPServer((host, port), self._handler())
         self._httpd.daemon_threads = True
@@ -83,7 +85,8 @@ class FakeEmbedServer:
     def answer(self, body: bytes) -> tuple[int, dict]:
         """(status, JSON) for one POST /embed body."""
         self.requests += 1
-        if self.fail:
+        if self.fail or self.fail_next > 0:
+            self.fail_next = max(0, self.fail_next - 1)
             return 503, {"error": "fake endpoint is down"}
         try:
             texts = json.loads(body)["texts"]

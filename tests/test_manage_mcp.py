@@ -14,7 +14,7 @@ MANAGE_TOOLS = {
     "resume_persistence": (False, False, True),
     "persistence_status": (True, None, None),
     "get_operating_context": (True, None, None),
-    "update_memory": (False, False, True),
+    "update_memory": (False, True, True),  # overwrites the old text
     "delete_memory": (False, True, True),
     "delete_episode": (False, True, True),
     "lock_memory": (False, False, True),

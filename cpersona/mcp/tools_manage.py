@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
 from pydantic import Field, StrictInt, StrictStr
 
 from cpersona.core.engine import Engine
+from cpersona.mcp.registry import DELETE, OVERWRITE, READ, WRITE, add_tools
 from cpersona.mcp.results import call
 
 MemoryId = Annotated[StrictInt, Field(ge=1, description="The memory's id: the N of its ref 'mem:N' (recall, list_memories).")]
@@ -25,10 +25,6 @@ Owner = Annotated[
 ]
 
 #: (readOnly, destructive, idempotent) per spec tools.md §0.6.
-SESSION = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
-READ = ToolAnnotations(read_only_hint=True)
-EDIT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
-DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
 
 
 def register(app: MCPServer, engine: Engine) -> None:
@@ -118,9 +114,8 @@ def register(app: MCPServer, engine: Engine) -> None:
         return call("get_queue_status", engine.queue_status)
 
     tools = (
-        (pause_persistence, SESSION), (resume_persistence, SESSION), (persistence_status, READ),
-        (get_operating_context, READ), (update_memory, EDIT), (delete_memory, DELETE), (delete_episode, DELETE),
-        (lock_memory, EDIT), (unlock_memory, EDIT), (delete_agent_data, DELETE), (get_queue_status, READ),
+        (pause_persistence, WRITE), (resume_persistence, WRITE), (persistence_status, READ),
+        (get_operating_context, READ), (update_memory, OVERWRITE), (delete_memory, DELETE), (delete_episode, DELETE),
+        (lock_memory, WRITE), (unlock_memory, WRITE), (delete_agent_data, DELETE), (get_queue_status, READ),
     )
-    for fn, notes in tools:
-        app.add_tool(fn, annotations=notes, structured_output=False)
+    add_tools(app, tools)

@@ -12,14 +12,13 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from cpersona.core.engine import Engine
 from cpersona.core.preview import RECALL_BUDGET, shape_recall
 from cpersona.core.retrieval.pipeline import RecallRequest
 from cpersona.mcp.context_gate import gated
-from cpersona.mcp.results import call
+from cpersona.mcp.registry import APPEND, READ, WRITE, add_tools
 
 AgentId = Annotated[
     StrictStr,
@@ -70,9 +69,6 @@ FULL_CONTENT_HELP = (
     "weaker rows past the budget stay previews (full_content_budget_chars is then set)."
 )
 
-WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True)
-APPEND = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
-READ = ToolAnnotations(readOnlyHint=True)
 
 
 def register(app: MCPServer, engine: Engine) -> None:
@@ -163,5 +159,5 @@ def register(app: MCPServer, engine: Engine) -> None:
         return gated(engine, "list_episodes", agent_id, project_id, False,
                      lambda project: engine.list_episodes(agent_id, limit, project), {"episodes": [], "count": 0})
 
-    for fn, notes in ((store, WRITE), (recall, READ), (archive_episode, APPEND), (list_memories, READ), (list_episodes, READ)):
-        app.add_tool(fn, annotations=notes, structured_output=False)
+    add_tools(app, ((store, WRITE), (recall, READ), (archive_episode, APPEND), (list_memories, READ),
+                    (list_episodes, READ)))

@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from cpersona.core.calibration import METHODS
@@ -21,12 +20,10 @@ from cpersona.core.preview import CONTENTS_BUDGET, MAX_REFS, shape_recall
 from cpersona.core.recall_context import MAX_ENTRIES
 from cpersona.core.retrieval.pipeline import RecallRequest
 from cpersona.mcp.context_gate import gated
+from cpersona.mcp.registry import CALIBRATE, OVERWRITE, READ, WRITE, add_tools
 from cpersona.mcp.results import call
 from cpersona.mcp.tools_memory import FULL_CONTENT_HELP, AgentId, ReadChannel, ReadProject, RecallLimit
 
-READ = ToolAnnotations(readOnlyHint=True)
-WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True)
-CALIBRATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
 Number = StrictFloat | StrictInt
 
 
@@ -144,7 +141,6 @@ def register(app: MCPServer, engine: Engine) -> None:
         signal, vector_weight, sidecar, notice?}}."""
         return call("get_recall_precision", lambda: engine.get_recall_precision(agent_id))
 
-    tools = ((recall_with_context, READ), (get_contents, READ), (get_profile, READ), (update_profile, WRITE),
+    tools = ((recall_with_context, READ), (get_contents, READ), (get_profile, READ), (update_profile, OVERWRITE),
              (calibrate_threshold, CALIBRATE), (set_recall_precision, WRITE), (get_recall_precision, READ))
-    for fn, notes in tools:
-        app.add_tool(fn, annotations=notes, structured_output=False)
+    add_tools(app, tools)

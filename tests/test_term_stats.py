@@ -34,3 +34,18 @@ def test_rarest_term_survives_and_small_tables_are_untouched(tmp_path):
     with small.read() as conn:
         assert term_stats.prune_common(conn, "memories_fts", "memories", ["common", "boilerplate"]) == ["common", "boilerplate"]
     small.close()
+
+
+def test_other_agents_data_cannot_hide_a_row_through_pruning(tmp_path):
+    from cpersona.core.config import Settings
+    from cpersona.core.engine import Engine
+    from cpersona.core.retrieval.pipeline import RecallRequest
+
+    eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "x.db"), embedding_mode="none"))
+    eng.store("a", "the kubernetes server crashed at noon")
+    with eng.db.write() as conn:
+        conn.executemany("INSERT INTO memories(agent_id, content, timestamp) VALUES ('b', ?, '')",
+                         [(f"kubernetes note {i}",) for i in range(2100)])
+    got = [m["content"] for m in eng.recall(RecallRequest("a", "kubernetes outage"))["messages"]]
+    assert got == ["the kubernetes server crashed at noon"]
+    eng.close()

@@ -26,6 +26,10 @@ def text(argument: str, value: Any, *, max_chars: int, allow_empty: bool = True)
         raise InvalidArgument(argument, f"must be a string, got {type(value).__name__}")
     if "\x00" in value:
         raise InvalidArgument(argument, "must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(argument, "must be valid Unicode text (it contains a lone surrogate)") from None
     if len(value) > max_chars:
         raise InvalidArgument(argument, f"is {len(value)} characters; the limit is {max_chars}")
     if not allow_empty and not value.strip():

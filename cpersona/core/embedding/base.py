@@ -65,7 +65,13 @@ def check_vectors(vectors: np.ndarray, n_texts: int, dim: int | None) -> np.ndar
         EmbeddingError: wrong row count, wrong dimension, non-finite values, or a row whose
             L2 norm differs from 1 by more than NORM_TOLERANCE.
     """
-    arr = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+    try:
+        raw = np.asarray(vectors)
+    except (ValueError, TypeError) as err:  # ragged rows, mixed types
+        raise EmbeddingError(f"embedding is not a numeric matrix ({err})") from None
+    if raw.dtype.kind not in "fiu":
+        raise EmbeddingError(f"embedding values must be numbers, got {raw.dtype}")
+    arr = np.ascontiguousarray(raw, dtype=np.float32)
     if arr.ndim != 2 or arr.shape[0] != n_texts or arr.shape[1] < 1:
         raise EmbeddingError(f"expected {n_texts} vectors, got array of shape {arr.shape}")
     if dim is not None and arr.shape[1] != dim:

@@ -17,9 +17,11 @@ are never loaded into the cosine ranking: old and new vectors are not mixed.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from dataclasses import dataclass, field
 
+log = logging.getLogger(__name__)
 TABLES = ("memories", "episodes")
 _KEY = "vectors"
 
@@ -49,8 +51,12 @@ def read_state(conn: sqlite3.Connection) -> VectorState:
     row = conn.execute("SELECT value FROM cpersona_meta WHERE key = ?", (_KEY,)).fetchone()
     if row is None:
         return VectorState()
-    data = json.loads(row[0])
-    return VectorState(data.get("model"), data.get("dim"), data.get("pending"))
+    try:
+        data = json.loads(row[0])
+        return VectorState(data.get("model"), data.get("dim"), data.get("pending"))
+    except (ValueError, TypeError, AttributeError, RecursionError) as err:
+        log.warning("cpersona_meta['vectors'] is unreadable (%s); recording the active model afresh", err)
+        return VectorState()
 
 
 def write_state(conn: sqlite3.Connection, state: VectorState) -> None:

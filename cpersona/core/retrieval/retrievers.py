@@ -124,9 +124,6 @@ def vector(
     return out
 
 
-def _expression(conn: sqlite3.Connection, fts_table: str, content_table: str, text: str) -> str:
-    """MATCH expression of `text` without terms too common to matter (term_stats)."""
-    return match_expression(prune_common(conn, fts_table, content_table, fts_terms(text)))
 
 
 def keyword(conn: sqlite3.Connection, query: Query, fts_enabled: bool) -> list[Candidate]:
@@ -179,15 +176,23 @@ _FTS = {
 def _fts(conn: sqlite3.Connection, t: _FtsTable, query: Query, where: str, params: list) -> list[Candidate]:
     """FTS5 MATCH over `t` inside the scope `where`, best bm25 first; each candidate's
     `bm25` set (SQLite sign: lower is better). [] when the query has no usable term."""
-    expr = _expression(conn, t.fts, t.content, query.text)
-    if not expr:
-        return []
+    terms = fts_terms(query.text)
+    pruned = prune_common(conn, t.fts, t.content, terms)
+    found = _fts_run(conn, t, match_expression(pruned), query.limit, where, params) if pruned else []
+    if len(found) < query.limit and len(pruned) < len(terms):
+        # Frequencies are table-wide (every agent): a term common elsewhere may be this
+        # scope's only evidence, so a short answer is retried with every term.
+        found = _fts_run(conn, t, match_expression(terms), query.limit, where, params)
+    return found
+
+
+def _fts_run(conn: sqlite3.Connection, t: _FtsTable, expr: str, limit: int, where: str, params: list) -> list[Candidate]:
     sql = (
         f"SELECT {t.columns}, {t.fts}.rank FROM {t.fts} JOIN {t.content} {t.alias} ON {t.alias}.id = {t.fts}.rowid "
         f"WHERE {t.fts} MATCH ? AND {where} ORDER BY {t.fts}.rank LIMIT ?"
     )
     found = []
-    for row in conn.execute(sql, [expr, *params, query.limit]):
+    for row in conn.execute(sql, [expr, *params, limit]):
         cand = t.to_candidate(row)
         cand.bm25 = row[-1]
         found.append(cand)

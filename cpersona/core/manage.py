@@ -35,12 +35,16 @@ class RowRef:
     created_at: str
 
 
+#: SQLite's largest INTEGER PRIMARY KEY.
+MAX_ROW_ID = 2**63 - 1
+
+
 def row_id(argument: str, value: object) -> int:
     """A positive integer row id (booleans are not integers)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(argument, f"must be an integer, got {type(value).__name__}")
-    if value < 1:
-        raise InvalidArgument(argument, f"must be a positive id, got {value}")
+    if not 1 <= value <= MAX_ROW_ID:
+        raise InvalidArgument(argument, f"must be an id between 1 and {MAX_ROW_ID}, got {value}")
     return value
 
 

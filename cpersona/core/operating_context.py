@@ -81,6 +81,8 @@ def parse(text: str, where: str) -> Context:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ContextError(f"{where}: not valid TOML: {err}") from None
+    except RecursionError:
+        raise ContextError(f"{where}: nested too deeply to be an operating context") from None
 
     def bad(key: str, rule: str) -> ContextError:
         return ContextError(f"{where}: {key} {rule}")

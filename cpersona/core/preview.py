@@ -81,7 +81,7 @@ def _split(ref: str) -> tuple[str, int] | None:
     if not sep or kind not in ("mem", "ep") or not num.isascii() or not num.isdigit():
         return None
     value = int(num)
-    return (kind, value) if value > 0 else None
+    return (kind, value) if 0 < value < 2**63 else None  # beyond SQLite's rowid range: missing
 
 
 def _parse_json(text: str) -> Any:

@@ -17,8 +17,8 @@ from cpersona.core.engine import Engine
 from cpersona.mcp.registry import DELETE, OVERWRITE, READ, WRITE, add_tools
 from cpersona.mcp.results import call
 
-MemoryId = Annotated[StrictInt, Field(ge=1, description="The memory's id: the N of its ref 'mem:N' (recall, list_memories).")]
-EpisodeId = Annotated[StrictInt, Field(ge=1, description="The episode's id: the N of its ref 'ep:N' (recall, list_episodes).")]
+MemoryId = Annotated[StrictInt, Field(ge=1, le=2**63 - 1, description="The memory's id: the N of its ref 'mem:N' (recall, list_memories).")]
+EpisodeId = Annotated[StrictInt, Field(ge=1, le=2**63 - 1, description="The episode's id: the N of its ref 'ep:N' (recall, list_episodes).")]
 Owner = Annotated[
     StrictStr,
     Field(description="Your agent id: the change is refused unless the row belongs to it. '' (default) = no ownership check."),

@@ -20,6 +20,12 @@ Usage::
 
     python benchmarks/retrieval.py --dataset locomo [--embedding none|local|http]
         [--limit 10] [--max-queries N] [--data DIR] [--out PATH] [--keep-db]
+        [--calibrate] [--no-gate]
+
+`--calibrate` calls calibrate_threshold for every agent after storing (the quality gate of
+a deployed server is calibrated from its corpus); `--no-gate` runs the server with
+CPERSONA_GATE_ENABLED=false. Also reported: how many queries whose answer text is stored
+verbatim came back empty (must be none).
 
 Data sets: locomo, jsquad (default: 2,000 of 8,862 queries, every k-th), longmemeval_oracle,
 scale-<dir> (folder under <data>/scale, e.g. scale-sample-1000, or an existing path).
@@ -59,6 +65,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--server-env", action="append", metavar="KEY=VALUE",
                    help="extra environment variable for the server (repeatable), e.g. OPENBLAS_NUM_THREADS=1")
     p.add_argument("--keep-db", action="store_true", help="keep the temp folder with the DB and server log")
+    p.add_argument("--calibrate", action="store_true",
+                   help="call calibrate_threshold for every agent after storing (needs embeddings): the default "
+                        "setup of a deployed server, whose gate is calibrated from its corpus")
+    p.add_argument("--no-gate", action="store_true",
+                   help="run the server with CPERSONA_GATE_ENABLED=false (shows what the quality gate costs)")
     args = p.parse_args(argv)
     if not 1 <= args.limit <= 100:
         p.error("--limit must be in 1..100")
@@ -95,8 +106,12 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict:
                     "limit": args.limit, "memories": len(data.memories), "queries_total": len(data.queries),
                     "queries_evaluated": len(queries), "query_sampling": sampling}
     try:
+        server_env = common.parse_server_env(args.server_env)
+        if args.no_gate:
+            server_env["CPERSONA_GATE_ENABLED"] = "false"
+        result["gate"] = "off" if args.no_gate else "on"
         async with common.McpServer(db, args.embedding, url, errlog=workdir / "server.stderr.log",
-                                    env=common.parse_server_env(args.server_env)) as server:
+                                    env=server_env) as server:
             result["server"] = {"pid": server.pid, "initialize_ms": round(server.init_ms, 1), "env": server.knobs()}
             if args.embedding != "none":
                 waited = await common.wait_embedding_ready(server, args.ready_timeout)
@@ -115,6 +130,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict:
                     common.log(f"WARNING: {left} rows still without a vector after {waited:.0f}s")
             null, total = common.count_unembedded(db)
             result["db_rows"] = {"memories": total, "embedding_null": null}
+            if args.calibrate:
+                result["calibration"] = await calibrate_agents(server, sorted({m["agent_id"] for m in data.memories}))
 
             await common.warm_up(server, queries[0]["agent_id"] if queries else common.PROBE_AGENT)
             rec = await common.recall_queries(server, queries, args.limit, store.rows)
@@ -124,6 +141,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict:
         if fake is not None:
             fake.stop()
 
+    stored = answer_stored(data)
+    for row in rec.per_query:
+        row["answer_stored"] = stored.get(row["id"])
     scores = common.aggregate(rec.per_query)
     result.update({
         "metrics": scores,
@@ -132,15 +152,54 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict:
         "baseline_floor": common.BASELINE_FLOOR.get(args.dataset),
         "db_file_mb": round(db.stat().st_size / 2**20, 2) if db.exists() else None,
         "per_query": rec.per_query,
+        "empty_with_stored_answer": [r["id"] for r in rec.per_query if r["rows"] == 0 and r["answer_stored"]],
+        "queries_with_stored_answer": sum(1 for r in rec.per_query if r["answer_stored"]),
     })
     return result
+
+
+async def calibrate_agents(server, agents: list[str]) -> dict:
+    """calibrate_threshold for every agent (MCP); a summary of what it measured."""
+    import time as _time
+
+    started = _time.perf_counter()
+    per_agent = {}
+    for agent in agents:
+        payload, ms = await server.call("calibrate_threshold", {"agent_id": agent})
+        fused = payload.get("fused_gate") or {}
+        per_agent[agent] = {
+            "ok": payload.get("ok"), "error": payload.get("error"), "ms": round(ms, 1),
+            "vector_threshold": payload.get("new_threshold"), "proxy_source": payload.get("proxy_source"),
+            "youden_j": payload.get("youden_j"),
+            "fused_gate": fused.get("threshold"), "fused_gate_note": payload.get("fused_gate_note"),
+            "fused_gate_error": payload.get("fused_gate_error"), "sidecar_persisted": payload.get("sidecar_persisted"),
+        }
+    wall = _time.perf_counter() - started
+    ok = sum(1 for a in per_agent.values() if a["ok"])
+    common.log(f"calibrated {ok}/{len(agents)} agents in {wall:.1f}s")
+    return {"agents": len(agents), "ok": ok, "wall_s": round(wall, 1), "per_agent": per_agent}
+
+
+def answer_stored(data) -> dict[str, bool]:
+    """query id → whether one of its answer strings (≥ 3 chars) occurs verbatim in a memory
+    of the query's agent (case-insensitive). Such a query must never come back empty."""
+    texts: dict[str, list[str]] = {}
+    for mem in data.memories:
+        texts.setdefault(mem["agent_id"], []).append(mem["text"].lower())
+    out = {}
+    for q in data.queries:
+        answers = q.get("answers") if isinstance(q.get("answers"), list) else [q.get("answer")]
+        answers = [str(a).strip().lower() for a in answers if a is not None and len(str(a).strip()) >= 3]
+        out[q["id"]] = any(a in t for a in answers for t in texts.get(q["agent_id"], []))
+    return out
 
 
 def report(result: dict) -> None:
     m = result["metrics"]
     print(f"\n== retrieval: {result['dataset']}  embedding={result['embedding']}"
           f"{' (fake /embed)' if result['fake_embedder'] else ''}  limit={result['limit']}")
-    print(f"memories {result['memories']}; {result['query_sampling']}")
+    print(f"memories {result['memories']}; {result['query_sampling']}; gate {result.get('gate', 'on')}"
+          f"{'; calibrated' if result.get('calibration') else ''}")
     rows = [(name, s["queries"], s["recall@5"], s["recall@10"], s["mrr@10"], s["ndcg@10"], f"{s['mean_rows']:.2f}",
              s["zero_row_queries"]) for name, s in m["categories"].items()]
     o = m["overall"]
@@ -163,7 +222,16 @@ def report(result: dict) -> None:
     srv = result["server"]
     notes = [f"store results {st['results']}", f"distinct rows {st['distinct_rows']}",
              f"server peak RSS {srv.get('peak_rss_mb')} MB", f"DB {result['db_file_mb']} MB",
-             f"rows without vector {result['db_rows']['embedding_null']}/{result['db_rows']['memories']}"]
+             f"rows without vector {result['db_rows']['embedding_null']}/{result['db_rows']['memories']}",
+             f"queries whose answer text is stored: {result['queries_with_stored_answer']}, of them empty: "
+             f"{len(result['empty_with_stored_answer'])} {result['empty_with_stored_answer'][:5]}"]
+    cal = result.get("calibration")
+    if cal:
+        gates = [a["fused_gate"] for a in cal["per_agent"].values() if a["fused_gate"] is not None]
+        thresholds = [a["vector_threshold"] for a in cal["per_agent"].values() if a["vector_threshold"] is not None]
+        notes.append(f"calibrated {cal['ok']}/{cal['agents']} agents in {cal['wall_s']} s; vector thresholds "
+                     f"{min(thresholds, default='-')}..{max(thresholds, default='-')}; fused gates "
+                     f"{gates or 'none (heuristic kept)'}")
     if "embedding_ready_wait_s" in result:
         notes.append(f"model ready wait {result['embedding_ready_wait_s']} s, backfill wait {result.get('backfill_wait_s')} s")
     advisories = rc["responses_with_advisory"] if result["embedding"] != "none" else 0  # mode none: always a hint

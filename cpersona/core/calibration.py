@@ -1,6 +1,6 @@
 """Calibration of the quality gate from the corpus itself (spec retrieval.md §16; no labels).
 
-Three things are measured per agent and kept in the sidecar (cpersona/core/sidecar.py):
+Two things are measured per agent and kept in the sidecar (cpersona/core/sidecar.py):
 
 1. **Vector threshold** — the cosine above which two memories are more alike than random
    pairs. Null distribution = all distinct pairs of a random sample of the agent's stored
@@ -10,13 +10,7 @@ Three things are measured per agent and kept in the sidecar (cpersona/core/sidec
    below with β = 1. When the timestamps do not form at least `MIN_SESSIONS` sessions (a
    corpus loaded in one burst has no time structure) or give < 10 pairs, positives are each
    sampled row's nearest-neighbour similarity instead (`proxy_source: nn_fallback`).
-2. **Vector weight** (ours) — how far the model separates same-session pairs from random
-   pairs (Youden's J of the temporal labelling). cc fusion's α is scaled by
-   `clamp((J − 0.3) / 0.3, 0, 1)`: a model that cannot tell a conversation's neighbours from
-   random pairs on THIS corpus (J ≤ 0.3) is not allowed to reorder keyword hits; from
-   J ≥ 0.6 it gets the full CPERSONA_CC_ALPHA. Measured only with temporal positives (the
-   nearest-neighbour proxy says nothing about quality), else α is left as configured.
-3. **Fused gate** (§16.3) — the threshold on the signal the gate keys on (confidence when
+2. **Fused gate** (§16.3) — the threshold on the signal the gate keys on (confidence when
    enabled, else the fusion mode's: cc / rsf / rrf). One draw = up to
    FUSED_GATE_SAMPLE_QUERIES of the agent's memories used as queries (their stored vector
    is the query vector; the memory itself is excluded before fusion) through the real
@@ -26,7 +20,13 @@ Three things are measured per agent and kept in the sidecar (cpersona/core/sidec
    with the agent's β, constrained to keep at least CPERSONA_FUSED_GATE_MIN_KEEP (0.9) of
    the positives — the cap on how much the calibrated gate may remove, so a weak proxy
    cannot make the gate cut relevant rows. Median (upper) of FUSED_GATE_CALIBRATION_DRAWS
-   draws.
+   draws. A gate whose draws separate the labels worse than Youden J `MIN_GATE_J` measured
+   nothing: the heuristic gate is kept (`fused_gate_note`, not a failure).
+
+Not calibrated (tried, rejected): the fusion weight α. Neither the temporal separation of
+the vector channel nor a self-retrieval proxy tells a weak model from a good one — on
+LoCoMo the bundled USE model and e5 score the same Youden J (0.14–0.48) although α = 0.2
+costs USE 0.005 NDCG@10 and gains e5 0.005 — so α stays CPERSONA_CC_ALPHA.
 
 Separation search: 256 candidates evenly spaced over [min, max] of null ∪ positives; pick
 the first argmax of TPR + β·(1 − FPR) (subject to TPR ≥ min_keep); threshold =
@@ -75,7 +75,7 @@ log = logging.getLogger(__name__)
 
 #: Fingerprint of the scoring functions the gates were measured with; bump on any change
 #: to fusion, penalties, confidence or the gate rules (a mismatch makes the sidecar stale).
-SCORING_VERSION = "cpersona-q4.1-cc"
+SCORING_VERSION = "cpersona-q4.2-cc"
 METHODS = ("separation", "percentile", "zscore")
 PRECISIONS = {"strict": 2.0, "balanced": 1.0, "lenient": 0.5}
 MIN_EMBEDDINGS = 10
@@ -87,7 +87,6 @@ FUSED_MIN_NULL, FUSED_MIN_POS = 10, 5
 #: A fused gate whose proxy labels separate worse than this (Youden's J of the chosen
 #: draw) measured nothing: the heuristic gate is kept instead of a floor-level gate.
 MIN_GATE_J = 0.1
-WEIGHT_J_LOW, WEIGHT_J_HIGH = 0.3, 0.6
 MAX_Z = 10.0
 
 
@@ -138,11 +137,6 @@ def temporal_positives(vectors: np.ndarray, stamps: list[datetime], window_s: fl
     out = [float(vectors[i] @ vectors[i + 1]) for i in range(len(stamps) - 1)
            if (stamps[i + 1] - stamps[i]).total_seconds() <= window_s]
     return np.array(out, np.float64)
-
-
-def vector_trust(youden_j: float) -> float:
-    """cc α multiplier from the temporal separation quality of the vector channel."""
-    return float(min(1.0, max(0.0, (youden_j - WEIGHT_J_LOW) / (WEIGHT_J_HIGH - WEIGHT_J_LOW))))
 
 
 def _r(value: float | None, digits: int = 4) -> float | None:
@@ -241,7 +235,6 @@ class AgentGate:
     fused_gate: float | None = None
     signal: str | None = None
     cosine_min: float | None = None
-    alpha_factor: float | None = None
     notice: dict[str, Any] | None = None
 
 
@@ -280,7 +273,6 @@ class Calibration:
         self.thresholds: dict[str, float] = {}
         self.gates: dict[str, float] = {}
         self.betas: dict[str, float] = {}
-        self.weights: dict[str, dict[str, Any]] = {}
         self.signal: str | None = None
         self.global_fused_gate: float | None = None
         self.calibrated_at: str | None = None
@@ -356,7 +348,6 @@ class Calibration:
             self.global_threshold = data.get("global_threshold")
             self.thresholds = {a: float(v) for a, v in data.get("agent_thresholds", {}).items()}
             self.gates = {a: float(v) for a, v in data.get("agent_fused_gates", {}).items()}
-            self.weights = {a: dict(v) for a, v in data.get("agent_vector_weights", {}).items()}
             self.signal = data.get("fused_gate_signal")
             self.global_fused_gate = data.get("global_fused_gate")
             self.calibrated_at = data.get("calibrated_at")
@@ -396,7 +387,6 @@ class Calibration:
             calibrated = fresh and agent_id in self.thresholds
             signal = self.active_signal()
             gate = self.gates.get(agent_id) if calibrated and self.signal == signal else None
-            weight = self.weights.get(agent_id) if calibrated else None
             failure = self.failures.get(agent_id)
             problem = self.problem
             if self.fingerprint is not None and not fresh:
@@ -419,7 +409,6 @@ class Calibration:
             fused_gate=gate if self.settings.fused_gate_enabled else None,
             signal=signal,
             cosine_min=threshold if calibrated else None,
-            alpha_factor=weight.get("factor") if weight else None,
             notice=notice,
         )
 
@@ -431,7 +420,6 @@ class Calibration:
                 "state": "calibrated" if g.cosine_min is not None else "heuristic",
                 "vector_threshold": _r(g.vector_threshold),
                 "fused_gate": _r(g.fused_gate), "signal": self.signal if g.fused_gate is not None else None,
-                "vector_weight": dict(self.weights[agent_id]) if agent_id in self.weights else None,
                 "sidecar": self.sidecar_state, "calibrated_at": self.calibrated_at,
                 "startup": {"action": self.startup.action, "running": self.startup.running,
                             **({"error": self.startup.error} if self.startup.error else {})},
@@ -442,11 +430,11 @@ class Calibration:
 
     # ------------------------------------------------------------ write side
     def forget_agent(self, agent_id: str) -> int:
-        """Drop the agent's threshold, gate, β and weight (delete_agent_data); persisted.
+        """Drop the agent's threshold, gate and β (delete_agent_data); persisted.
         Returns how many entries were removed."""
         with self._lock:
             dropped = 0
-            for table in (self.thresholds, self.gates, self.betas, self.weights, self.failures):
+            for table in (self.thresholds, self.gates, self.betas, self.failures):
                 if table.pop(agent_id, None) is not None:
                     dropped += 1
             self.removed.add(agent_id)
@@ -566,13 +554,12 @@ class Calibration:
                                "z_factor": req.z_factor, "percentile": req.percentile, "embedding_dim": dim}
         fp = self._current_fingerprint() or _Fingerprint(self.engine.embedder.model_id, dim)
         out["embedding_model"] = fp.model
-        # positives (needed by separation and by the vector weight)
+        # positives of the separation method: same-session pairs, else nearest neighbours
         window_s = s.calibrate_temporal_window_min * 60.0
         newest, stamps = self._newest(agent, req.sample_size, dim)
         n_sessions = sessions(stamps, window_s)
         temporal = temporal_positives(newest, stamps, window_s) if n_sessions >= MIN_SESSIONS else np.zeros(0)
         temporal_ok = temporal.size >= MIN_POSITIVE_PAIRS
-        sep_temporal = separation_search(null, temporal, 1.0, -1.0) if temporal_ok else None
         if req.method == "percentile":
             raw = float(np.quantile(null, req.percentile))
         elif req.method == "zscore":
@@ -595,21 +582,9 @@ class Calibration:
                    old_threshold=_r(self.vector_threshold(req.agent_id) if agent else
                                     (self.global_threshold if self.global_threshold is not None else s.vector_min_similarity)),
                    new_threshold=threshold)
-        weight = None
-        if agent and s.calibrate_vector_weight:
-            if sep_temporal is not None:
-                weight = {"factor": round(vector_trust(sep_temporal.youden_j), 4), "youden_j": _r(sep_temporal.youden_j),
-                          "alpha": round(s.cc_alpha * vector_trust(sep_temporal.youden_j), 4), "source": "temporal"}
-            else:
-                weight = {"factor": None, "alpha": s.cc_alpha, "source": "not measured (no session structure)"}
-            out["vector_weight"] = weight
         with self._lock:
             if agent:
                 self.thresholds[req.agent_id] = threshold
-                if weight and weight["factor"] is not None:
-                    self.weights[req.agent_id] = weight
-                else:
-                    self.weights.pop(req.agent_id, None)
                 self.failures.pop(req.agent_id, None)
                 self.removed.discard(req.agent_id)
             else:
@@ -624,6 +599,7 @@ class Calibration:
                 out["fused_gate_measured"] = fused["measured"]
                 with self._lock:
                     self.gates.pop(req.agent_id, None)
+                    self.signal = fused["measured"]["signal"]  # measured on it: not "never calibrated"
             elif "error" in fused:
                 out["fused_gate"] = None
                 out["fused_gate_error"] = fused["error"]
@@ -662,7 +638,6 @@ class Calibration:
                 "AND length(embedding) = ? AND timestamp != '' ORDER BY id", (agent_id, 4 * dim)).fetchall()
         if len(candidates) < MIN_EMBEDDINGS:
             return {"error": f"need at least {MIN_EMBEDDINGS} embedded memories with a timestamp, found {len(candidates)}"}
-        alpha_factor = (self.weights.get(agent_id) or {}).get("factor")
         draws: list[dict[str, Any]] = []
         errors: list[str] = []
         queries_run = 0
@@ -679,7 +654,7 @@ class Calibration:
                 if not content.strip() or qts is None or qvec is None:
                     continue
                 queries_run += 1
-                rows = self._rank_as_query(agent_id, content, qvec, indexes, vector_threshold, alpha_factor)
+                rows = self._rank_as_query(agent_id, content, qvec, indexes, vector_threshold)
                 missing = [c.id for c in rows if c.kind == MEMORY and c.id != row_id] if not source_temporal else []
                 with self.engine.db.read() as conn:
                     row_vectors = self._vectors(conn, missing) if missing else {}
@@ -723,13 +698,12 @@ class Calibration:
                 f"(Youden J {chosen['youden_j']} < {MIN_GATE_J}); the heuristic gate is kept"), "measured": chosen}
         return chosen
 
-    def _rank_as_query(self, agent_id: str, content: str, qvec: np.ndarray, indexes, vector_threshold: float,
-                       alpha_factor: float | None) -> list:
+    def _rank_as_query(self, agent_id: str, content: str, qvec: np.ndarray, indexes, vector_threshold: float) -> list:
         """The ranked pre-gate rows for `content` as a query (the memory itself excluded)."""
         req = RecallRequest(agent_id, content[: validate.MAX_QUERY_CHARS], FUSED_DEPTH, exclude_contents=(content,))
         with self.engine.db.read() as conn:
             ctx = self.engine._recall_context(conn, indexes, qvec, agent_id, override=AgentGate(
-                vector_threshold, alpha_factor=alpha_factor), inject_profiles=False)
+                vector_threshold), inject_profiles=False)
             with self.engine._index_lock:
                 return rank(ctx, req)
 
@@ -742,7 +716,7 @@ class Calibration:
                 "scoring_version": SCORING_VERSION, "global_threshold": self.global_threshold,
                 "agent_thresholds": dict(self.thresholds), "global_fused_gate": self.global_fused_gate,
                 "agent_fused_gates": dict(self.gates), "fused_gate_signal": self.signal,
-                "agent_betas": dict(self.betas), "agent_vector_weights": {a: dict(w) for a, w in self.weights.items()},
+                "agent_betas": dict(self.betas),
                 "calibrated_at": datetime.now(timezone.utc).isoformat(),
             }
             removed = set(self.removed)
@@ -751,7 +725,7 @@ class Calibration:
         current = sidecar.load(self.path)
         if current.status == "ok" and not self._stale_reason(current.data) and \
                 (current.data.get("embedding_model"), current.data.get("embedding_dim")) == (fp.model, fp.dim):
-            for key in ("agent_thresholds", "agent_fused_gates", "agent_betas", "agent_vector_weights"):
+            for key in ("agent_thresholds", "agent_fused_gates", "agent_betas"):
                 for agent, value in current.data.get(key, {}).items():
                     if key == "agent_betas" and agent in cleared:
                         continue

@@ -174,7 +174,6 @@ SETTINGS: tuple[Setting, ...] = (
     S("calibrate_percentile", float, 0.95, 0.0001, 1.0),
     S("calibrate_floor", float, 0.05, -1.0, 1.0),
     S("calibrate_temporal_window_min", float, 30.0, 0.01, 1e6),
-    S("calibrate_vector_weight", bool, True),
     # transport
     S("transport", str, "stdio", choices=("stdio", "streamable-http")),
     S("http_host", str, "127.0.0.1"),

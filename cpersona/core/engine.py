@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 _UNSET = object()
 #: A failed query embed faster than this is followed by one probe (see _probe_after_failure).
 PROBE_MAX_FAILURE_SECS = 1.0
+#: While in fault, embedding calls fail fast for this long after the last slow (timed-out) failure.
+FAULT_RETRY_SECS = 30.0
 
 
 class Engine:
@@ -73,6 +76,8 @@ class Engine:
         self._indexes: dict[str, VectorIndex] | None = None
         self._data_version = self.db.data_version()
         self.vector_state: identity.VectorState | None = None
+        self._slow_failure = -FAULT_RETRY_SECS
+        self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
         if self.embedder is None:
             self.advisory.disabled("mode=none / no embedding backend configured")
         self.queue = TaskQueue(self)
@@ -164,7 +169,9 @@ class Engine:
             self._data_version = version
             with self._index_lock:
                 self._indexes = None
-                self.vector_state = None
+                if self.vector_state is not None:  # re-read, never re-decide: no flip-flop between processes
+                    with self.db.read() as conn:
+                        self.vector_state = identity.read_state(conn)
 
     def indexes(self) -> dict[str, VectorIndex] | None:
         """Resident indexes for the backend's dimension, loaded on first use; None when
@@ -276,13 +283,14 @@ class Engine:
         Raises InvalidArgument for a malformed request (limit outside 1..100, …)."""
         self._check_request(req)
         self.refresh_if_changed()
-        qvec = self.embed_query(req.query) if self.embedder is not None and req.query.strip() else None
-        indexes = self.indexes() if qvec is not None else None
+        # The query is embedded in a worker thread while the keyword retrievers run.
+        pending = self._query_pool.submit(self.embed_query, req.query) if self.embedder and req.query.strip() else None
+        indexes = self.indexes() if pending and self.embedder.dim is not None else None
         agent_gate = self.calibration.gate_for(req.agent_id)
         with self.db.read() as conn:
-            ctx = self._recall_context(conn, indexes, qvec, req.agent_id, override=agent_gate)
-            with self._index_lock:
-                messages = run_pipeline(ctx, req)
+            ctx = self._recall_context(conn, indexes, None, req.agent_id, override=agent_gate)
+            ctx.embed_query = lambda _text: self._await_query_vector(pending, ctx)
+            messages = run_pipeline(ctx, req)
         if trace is not None:
             trace.update(ctx.trace)
         response: dict[str, Any] = {"messages": messages}
@@ -291,6 +299,16 @@ class Engine:
         if advisory:
             response["advisory"] = advisory
         return response
+
+    def _await_query_vector(self, pending, ctx: RecallContext) -> np.ndarray | None:
+        """The query vector of a recall (None without one); loads the resident indexes
+        into `ctx` when the dimension was unknown before this embed (first HTTP answer)."""
+        qvec = pending.result() if pending is not None else None
+        if qvec is not None and ctx.memory_index is None:
+            indexes = self.indexes()
+            if indexes:
+                ctx.memory_index, ctx.episode_index = indexes["memories"], indexes["episodes"]
+        return qvec
 
     @staticmethod
     def _check_request(req: RecallRequest) -> None:
@@ -318,17 +336,16 @@ class Engine:
     def _recall_context(self, conn, indexes, qvec, agent_id: str, override: AgentGate | None = None,
                         inject_profiles: bool = True) -> RecallContext:
         """RecallContext of one recall (or one calibration query) of `agent_id`: settings,
-        the agent's calibrated gate / vector threshold / vector weight, confidence params."""
+        the agent's calibrated gate and vector threshold, confidence params."""
         s = self.settings
         g = override if override is not None else self.calibration.gate_for(agent_id)
-        alpha = s.cc_alpha * g.alpha_factor if g.alpha_factor is not None else s.cc_alpha
         return RecallContext(
             conn=conn, mode=s.recall_mode, rrf_k=s.rrf_k, fts_enabled=self.db.fts_enabled,
             window=s.max_memories, vector_threshold=g.vector_threshold,
             memory_index=indexes["memories"] if indexes else None,
             episode_index=indexes["episodes"] if indexes else None,
             embed_query=lambda _text: qvec,
-            weights={"vector": s.vector_weight}, cc_alpha=alpha,
+            weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
             episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
             autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
             gate_enabled=s.gate_enabled, fused_gate=g.fused_gate, gate_signal=g.signal, cosine_min=g.cosine_min,
@@ -394,8 +411,8 @@ class Engine:
 
     def calibrate_threshold(self, agent_id: Any, sample_size: Any = 0, z_factor: Any = 0, method: Any = "",
                             percentile: Any = 0) -> dict[str, Any]:
-        """Derive the agent's (or, with agent_id "", the global) vector threshold, vector
-        weight and fused gate from the corpus (spec tools.md §15; cpersona/core/calibration.py).
+        """Derive the agent's (or, with agent_id "", the global) vector threshold and fused
+        gate from the corpus (spec tools.md §15; cpersona/core/calibration.py).
         Arguments are validated first (InvalidArgument); paused: the skipped body."""
         req = parse_calibration(self.settings, agent_id, sample_size, z_factor, method, percentile)
         if self.pause.active():
@@ -580,24 +597,46 @@ class Engine:
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         """Vectors for `texts`, raising instead of returning None (the task queue needs the
-        reason). Raises EmbeddingNotReady / EmbeddingError; the advisory is updated."""
+        reason). Raises EmbeddingNotReady / EmbeddingError; the advisory is updated.
+
+        Fails fast (no request) while the backend is in `fault` and its last SLOW failure
+        (a timeout, > PROBE_MAX_FAILURE_SECS) is less than FAULT_RETRY_SECS old — a hung
+        endpoint must not cost every call the full timeout, while a refused connection is
+        cheap to retry and so recovers at once — and refuses vectors of a model other than the one the database records
+        (another process switched models): mixing two vector spaces is never allowed."""
         if self.embedder is None:
             raise EmbeddingError("no embedding backend configured (CPERSONA_EMBEDDING_MODE=none)")
+        if self.advisory.state == "fault" and time.monotonic() - self._slow_failure < FAULT_RETRY_SECS:
+            raise EmbeddingError(f"backend timing out; next attempt within {FAULT_RETRY_SECS:g} s")
+        started = time.monotonic()
         try:
             vectors = self.embedder.embed(texts)
         except EmbeddingNotReady as err:
             self.advisory.loading(f"mode={self.embedder.mode} / {err}")
             raise
         except EmbeddingError as err:
+            if time.monotonic() - started > PROBE_MAX_FAILURE_SECS:
+                self._slow_failure = time.monotonic()
             self.advisory.observe_failure(f"mode={self.embedder.mode} / {err}")
             raise
+        if self.vector_state is None:
+            self.reconcile_identity()
+        self._check_same_model()
         recovered = self.advisory.failing
         self.advisory.observe_ok()
         if recovered:
             self.queue.wake()  # rows queued while the backend was away can be embedded now
-        if self.vector_state is None:
-            self.reconcile_identity()
         return vectors
+
+    def _check_same_model(self) -> None:
+        state = self.vector_state
+        if state is not None and state.model is not None and (state.model, state.dim) != (self.embedder.model_id, self.embedder.dim):
+            message = (f"the database's vectors belong to {state.model} ({state.dim}-d), recorded by another process; "
+                       f"this server embeds with {self.embedder.model_id} ({self.embedder.dim}-d) — use one embedding "
+                       "model per database, or run `cpersona reembed` with the model you keep")
+            self.advisory.observe_failure(message)
+            self.advisory.observe_failure(message)
+            raise EmbeddingError(message)
 
     def get_operating_context(self, section: Any = "") -> dict[str, Any]:
         """Body of get_operating_context: the sidecar preview, or one doctrine section."""
@@ -615,6 +654,7 @@ class Engine:
         stop = getattr(self.calibration, "stop", None)  # tests may swap in a stand-in
         if stop is not None:
             stop()
+        self._query_pool.shutdown(wait=True)
         if self.embedder is not None:
             self.embedder.close()
         self.db.close()

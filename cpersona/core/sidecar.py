@@ -1,8 +1,7 @@
 """The calibration sidecar `<CPERSONA_DB_PATH>.calibration.json` (spec storage.md §8.1).
 
 Calibration state lives beside the database, not in it: per-agent vector thresholds,
-fused-gate thresholds, precision overrides (β) and calibrated vector weights. The file is
-written atomically — `<path>.tmp.<pid>` is written, fsynced and renamed over the old file
+fused-gate thresholds and precision overrides (β). The file is written atomically — `<path>.tmp.<pid>` is written, fsynced and renamed over the old file
 (then the folder is fsynced) — so a crash leaves the old or the new file, never half of one.
 
 Fingerprint: `scoring_version`, `embedding_model`, `embedding_dim` and `fused_gate_signal`
@@ -73,9 +72,6 @@ def validate(data: Any) -> str:
         value = data.get(key)
         if value is not None and not _finite(value):
             return f"{key} is not a number"
-    weights = data.get("agent_vector_weights", {})
-    if not isinstance(weights, dict) or not all(isinstance(v, dict) and _finite(v.get("alpha")) for v in weights.values()):
-        return "agent_vector_weights is not an object of {alpha, ...}"
     dim = data.get("embedding_dim")
     if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0):
         return "embedding_dim is not a positive integer"
@@ -91,7 +87,7 @@ def load(path: Path | None) -> Loaded:
         return Loaded("absent")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
         return Loaded("corrupt", error=f"{type(err).__name__}: {err}")
     problem = validate(data)
     if problem:

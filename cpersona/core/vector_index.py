@@ -8,12 +8,13 @@ is the tail of the masked partition. A search is one matrix–vector product ove
 agent's rows: no per-query BLOB scan of the table.
 
 The index is updated by the write path (add / remove) and reloaded wholesale by the
-owner when another process changed the file (see `Memory.refresh_if_changed`).
-Not thread-safe by itself: the owner serialises access with a lock.
+owner when another process changed the file (see `Engine.refresh_if_changed`).
+Thread-safe: every public method holds the index's own lock.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -113,6 +114,7 @@ class VectorIndex:
         self._where: dict[int, str] = {}
         self._projects = _Codes()
         self._channels = _Codes()
+        self._lock = threading.RLock()
 
     def __len__(self) -> int:
         return len(self._where)
@@ -121,6 +123,10 @@ class VectorIndex:
         """Insert or replace row `row_id`. Returns False (and stores nothing) on a dim mismatch."""
         if vector.shape != (self.dim,):
             return False
+        with self._lock:
+            return self._add(row_id, agent_id, project_id, channel, created_at, vector)
+
+    def _add(self, row_id, agent_id, project_id, channel, created_at, vector) -> bool:
         self.remove(row_id)
         part = self._parts.get(agent_id)
         if part is None:
@@ -131,16 +137,18 @@ class VectorIndex:
 
     def remove(self, row_id: int) -> None:
         """Forget `row_id` if present."""
-        agent = self._where.pop(row_id, None)
-        if agent is not None:
-            self._parts[agent].remove(row_id)
+        with self._lock:
+            agent = self._where.pop(row_id, None)
+            if agent is not None:
+                self._parts[agent].remove(row_id)
 
     def remove_agent(self, agent_id: str) -> None:
         """Forget every row of `agent_id`."""
-        part = self._parts.pop(agent_id, None)
-        if part is not None:
-            for row_id in part.ids[: part.n].tolist():
-                self._where.pop(row_id, None)
+        with self._lock:
+            part = self._parts.pop(agent_id, None)
+            if part is not None:
+                for row_id in part.ids[: part.n].tolist():
+                    self._where.pop(row_id, None)
 
     def search(
         self,
@@ -166,12 +174,13 @@ class VectorIndex:
         """
         if query.shape != (self.dim,) or limit <= 0:
             return []
-        agents = [scope.agent_id] if scope.agent_id is not None else list(self._parts)
         hits: list[tuple[float, int, int]] = []
-        for agent in agents:
-            part = self._parts.get(agent)
-            if part is not None and part.n:
-                hits.extend(self._search_part(part, query, scope, window, threshold, limit, allowed_ids))
+        with self._lock:
+            agents = [scope.agent_id] if scope.agent_id is not None else list(self._parts)
+            for agent in agents:
+                part = self._parts.get(agent)
+                if part is not None and part.n:
+                    hits.extend(self._search_part(part, query, scope, window, threshold, limit, allowed_ids))
         hits.sort(key=lambda h: (-h[0], h[1]))
         return [(row_id, cos) for cos, _, row_id in hits[:limit]]
 

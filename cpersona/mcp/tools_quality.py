@@ -113,12 +113,13 @@ def register(app: MCPServer, engine: Engine) -> None:
         percentile: Annotated[Number, Field(ge=0, le=100, description="percentile method: quantile of random pairs, "
                                             "in (0, 1] or a percent (0 = default 0.95).")] = 0,
     ) -> str:
-        """Derive the quality gate from the corpus itself (no labels): the agent's vector threshold,
-        the weight its vector search earns in fusion, and the fused gate at the agent's precision.
+        """Derive the quality gate from the corpus itself (no labels): the agent's vector threshold
+        (where similarity beats random pairs) and the fused gate at the agent's precision.
         Needs ≥ 10 embedded memories. Saved in <db>.calibration.json; survives restarts.
 
         Returns {ok, new_threshold, old_threshold, distribution, null_admit_rate, proxy_source?,
-        vector_weight?, fused_gate?, fused_gate_error?, sidecar_persisted, ...} or {ok: false, error}.
+        fused_gate?, fused_gate_note? (measured, heuristic kept), fused_gate_error?, sidecar_persisted, ...}
+        or {ok: false, error}.
         """
         return call("calibrate_threshold", lambda: engine.calibrate_threshold(
             agent_id, sample_size, z_factor, method, percentile))
@@ -138,7 +139,7 @@ def register(app: MCPServer, engine: Engine) -> None:
     def get_recall_precision(agent_id: AgentId) -> str:
         """The agent's precision and calibration state. Returns {ok, agent_id, precision, beta,
         overridden, global_precision, global_beta, calibration: {state, vector_threshold, fused_gate,
-        signal, vector_weight, sidecar, notice?}}."""
+        signal, sidecar, notice?}}."""
         return call("get_recall_precision", lambda: engine.get_recall_precision(agent_id))
 
     tools = ((recall_with_context, READ), (get_contents, READ), (get_profile, READ), (update_profile, OVERWRITE),

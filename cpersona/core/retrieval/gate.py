@@ -1,6 +1,6 @@
 """Quality gate (spec retrieval.md §6–§9): is a candidate good enough to return at all?
 
-The gate keys on the precedence chain rsf > cc > cosine > rrf — the same chain that names
+The gate keys on the precedence chain confidence > rsf > cc > cosine > rrf — the same chain that names
 `match_reason.signal` — against the pool-size heuristic
     min_score(pool) = 0.5 − 0.3 · min(1, ln(pool + 1) / ln 500)      (pool ≤ 0 → 0.5)
 (0.5 on an empty store, 0.2 from ≈500 rows); rrf rows compare against min_score · 3/(k+1),
@@ -19,9 +19,10 @@ under calibration and confidence scoring too, and autocut never cuts an exact ma
 Calibrated gate (cpersona/core/calibration.py): when the agent has a fused gate measured on
 the active signal, rows keyed on that signal compare against it instead of the heuristic;
 a cc row then passes when its cc clears the gate OR its cosine clears the agent's
-calibrated vector threshold. With confidence scoring on every row carries a confidence and
-the gate keys on it. Profile rows pass iff the pool holds ≥ 50 rows. `deep` halves every
-threshold.
+calibrated vector threshold, and a row keyed on cosine (rrf mode's vector hits) compares
+against that vector threshold instead of the pool heuristic. With confidence scoring on,
+every row carries a confidence and the gate keys on it. Profile rows pass iff the pool
+holds ≥ 50 rows. `deep` halves every threshold.
 """
 
 from __future__ import annotations
@@ -131,6 +132,8 @@ class Gate:
             return cand.lexical is not None and cand.lexical >= self.min_score
         if calibrated is not None:
             return value >= calibrated
+        if name == "cosine" and self.cosine_min is not None:  # the agent's calibrated vector threshold
+            return value >= self.cosine_min
         threshold = self.min_score * 3.0 / (self.rrf_k + 1) if name == "rrf" else self.min_score
         return value >= threshold
 

@@ -93,6 +93,10 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
     """Stage 1: run every retriever; returns ordered channels name → best-first rows."""
     query = retrievers.Query(req.query, req.scope, req.limit, req.source_id)
     blank = not req.query.strip()
+    # Keyword channels first: the query vector may still be computing in another thread.
+    lexical = {"keyword": retrievers.keyword(ctx.conn, query, ctx.fts_enabled)}
+    if not blank:
+        lexical["episodes"] = retrievers.episodes_fts(ctx.conn, query, ctx.fts_enabled)
     channels: dict[str, list[Candidate]] = {}
     qvec = None if blank else ctx.embed_query(req.query)
     if qvec is not None and ctx.memory_index is not None:
@@ -100,9 +104,9 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
         channels["vector"] = retrievers.vector(
             ctx.conn, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window, ctx.vector_threshold * factor
         )
-    if not blank:
-        channels["episodes"] = retrievers.episodes_fts(ctx.conn, query, ctx.fts_enabled)
-    channels["keyword"] = retrievers.keyword(ctx.conn, query, ctx.fts_enabled)
+    for name in ("episodes", "keyword"):  # canonical channel order: vector, episodes, keyword
+        if name in lexical:
+            channels[name] = lexical[name]
     exclusions = [e.strip().lower() for e in req.exclude_contents if e.strip()]
     if exclusions:
         for name in ("vector", "keyword"):

@@ -1,0 +1,88 @@
+"""Helpers of the quality-layer tests (issue 4): an in-process hashing embedder and a
+corpus with session structure, so calibration has something to measure."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cpersona.core.config import Settings
+from cpersona.core.engine import Engine
+from cpersona.core.retrieval.pipeline import RecallRequest
+from cpersona.devtools.fake_embed import fake_vector
+
+TOPICS = [
+    ("kubernetes", "cluster pods deployment rollout ingress helm nodes"),
+    ("gardening", "tomatoes basil compost seedlings watering soil mulch"),
+    ("finance", "invoice budget ledger quarterly expenses payroll audit"),
+    ("cooking", "recipe simmer garlic onions saucepan oven bake"),
+    ("astronomy", "telescope nebula galaxy orbit comet planets eclipse"),
+]
+
+
+class HashEmbedder:
+    """Deterministic in-process backend (hashed words and trigrams, 512-d)."""
+
+    mode = "http"
+    dim = 512
+
+    def __init__(self, model_id: str = "hash-512") -> None:
+        self.model_id = model_id
+        self.calls = 0
+
+    def ready(self) -> bool:
+        return True
+
+    def embed(self, texts):
+        self.calls += 1
+        return np.stack([fake_vector(t, self.dim) for t in texts])
+
+    def close(self) -> None:
+        pass
+
+
+def make(db: Path | str, embedder: Any = "hash", **overrides: Any) -> Engine:
+    """Engine on `db` with the hashing backend (embedder=None → mode none)."""
+    overrides.setdefault("calibrate_on_model_change", False)
+    settings = Settings.from_env({}, db_path=str(db), **overrides)
+    backend = HashEmbedder() if embedder == "hash" else embedder
+    return Engine(settings, embedder=backend)
+
+
+def session_corpus(n_sessions: int = 5, per_session: int = 14, start: str = "2026-01-05T09:00:00+00:00") -> list[tuple[str, str]]:
+    """(content, timestamp) rows: one topic per session, sessions two days apart, turns
+    two minutes apart — same-session rows share words, other sessions do not."""
+    t0 = datetime.fromisoformat(start)
+    rows = []
+    for s in range(n_sessions):
+        topic, words = TOPICS[s % len(TOPICS)]
+        vocab = words.split()
+        for i in range(per_session):
+            picked = " ".join(vocab[(i + k) % len(vocab)] for k in range(3))
+            ts = t0 + timedelta(days=2 * s, minutes=2 * i)
+            rows.append((f"{topic} note {s}-{i}: {picked}", ts.isoformat()))
+    return rows
+
+
+def store_rows(engine: Engine, rows, agent: str = "a", **kw: Any) -> list[int]:
+    ids = []
+    for content, ts in rows:
+        res = engine.store(agent, content, timestamp=ts, **kw)
+        assert res["result"] == "stored", res
+        ids.append(res["id"])
+    return ids
+
+
+def recall(engine: Engine, query: str, agent: str = "a", trace: dict | None = None, **kw: Any) -> dict:
+    return engine.recall(RecallRequest(agent, query, **kw), trace=trace)
+
+
+def contents(res: dict) -> list[str]:
+    return [m["content"] for m in res["messages"]]
+
+
+def utc(days: float = 0.0) -> str:
+    return (datetime.now(timezone.utc) + timedelta(days=days)).isoformat()

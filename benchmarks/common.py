@@ -603,3 +603,21 @@ def write_json(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {path}")
+
+
+def run_in_workdir(prefix: str, keep: bool, run, args) -> Any:
+    """`anyio.run(run, args, workdir)` in a fresh temp folder, removed afterwards unless
+    `keep` (then its path is logged)."""
+    import shutil
+    import tempfile
+
+    import anyio
+
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        return anyio.run(run, args, workdir)
+    finally:
+        if keep:
+            log(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -181,21 +180,10 @@ def report(rows: list[dict], embedding: str, load_start: list[float] | None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    import anyio
-
     args = parse_args(argv)
-    workdir = Path(tempfile.mkdtemp(prefix="cpersona-latency-"))
     started = time.perf_counter()
     machine = common.machine_info()
-    try:
-        rows = anyio.run(run, args, workdir)
-    finally:
-        if args.keep:
-            common.log(f"kept {workdir}")
-        else:
-            import shutil
-
-            shutil.rmtree(workdir, ignore_errors=True)
+    rows = common.run_in_workdir("cpersona-latency-", args.keep, run, args)
     report(rows, args.embedding, machine["loadavg_start"])
     common.write_json(args.out, {
         "benchmark": "latency", "embedding": f"http (fake /embed, dim {DIM})" if args.embedding == "http" else "none",

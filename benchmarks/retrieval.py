@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -248,22 +247,11 @@ def report(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import anyio
-
     args = parse_args(argv)
     out = args.out or common.RESULTS / f"retrieval-{dataset_label(args.dataset)}-{args.embedding}.json"
-    workdir = Path(tempfile.mkdtemp(prefix="cpersona-bench-"))
     started = time.perf_counter()
     machine = common.machine_info()
-    try:
-        result = anyio.run(run, args, workdir)
-    finally:
-        if args.keep_db:
-            common.log(f"kept {workdir}")
-        else:
-            import shutil
-
-            shutil.rmtree(workdir, ignore_errors=True)
+    result = common.run_in_workdir("cpersona-bench-", args.keep_db, run, args)
     result["total_wall_s"] = round(time.perf_counter() - started, 1)
     result["machine"] = {**machine, "loadavg_end": common.loadavg()}
     report(result)

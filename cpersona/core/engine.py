@@ -515,34 +515,28 @@ class Engine:
     def delete_memory(self, memory_id: Any, agent_id: Any = None) -> dict[str, Any]:
         """Delete an unlocked memory (spec tools.md §18). Returns {ok: true, deleted_id} |
         {ok: false, error} (not found, locked, not owned)."""
-        if self.pause.active():
-            return self.pause.skipped("delete_memory", {"ok": True, "deleted_id": None})
-        mid = manage.row_id("memory_id", memory_id)
-        owner = manage.owner_filter(agent_id)
-        try:
-            with self.db.write() as conn:
-                manage.delete_memory(conn, mid, owner)
-                self.queue.drop_embed(conn, "memories", mid)
-        except Refused as err:
-            return {"ok": False, "error": str(err)}
-        self.index_remove("memories", mid)
-        return {"ok": True, "deleted_id": mid}
+        return self._delete_row("delete_memory", "memories", "memory_id", memory_id, agent_id, manage.delete_memory)
 
     def delete_episode(self, episode_id: Any, agent_id: Any = None) -> dict[str, Any]:
         """Delete an episode (spec tools.md §19; episodes have no lock). Returns
         {ok: true, deleted_id} | {ok: false, error}."""
+        return self._delete_row("delete_episode", "episodes", "episode_id", episode_id, agent_id, manage.delete_episode)
+
+    def _delete_row(self, tool: str, table: str, argument: str, raw_id: Any, agent_id: Any, delete) -> dict[str, Any]:
+        """Shared body of the two row deletes: pause check, guarded DELETE + its queued
+        embed task in one transaction, then the resident index."""
         if self.pause.active():
-            return self.pause.skipped("delete_episode", {"ok": True, "deleted_id": None})
-        eid = manage.row_id("episode_id", episode_id)
+            return self.pause.skipped(tool, {"ok": True, "deleted_id": None})
+        row_id = manage.row_id(argument, raw_id)
         owner = manage.owner_filter(agent_id)
         try:
             with self.db.write() as conn:
-                manage.delete_episode(conn, eid, owner)
-                self.queue.drop_embed(conn, "episodes", eid)
+                delete(conn, row_id, owner)
+                self.queue.drop_embed(conn, table, row_id)
         except Refused as err:
             return {"ok": False, "error": str(err)}
-        self.index_remove("episodes", eid)
-        return {"ok": True, "deleted_id": eid}
+        self.index_remove(table, row_id)
+        return {"ok": True, "deleted_id": row_id}
 
     def lock_memory(self, memory_id: Any, agent_id: Any = None) -> dict[str, Any]:
         """Protect a memory from update_memory, delete_memory and repairs (not a ranking

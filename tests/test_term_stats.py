@@ -16,7 +16,7 @@ def fill(db: Database, n: int) -> None:
 
 def test_common_terms_are_dropped_on_large_tables(tmp_path):
     db = Database(str(tmp_path / "t.db"))
-    fill(db, 2500)
+    fill(db, 20500)
     with db.read() as conn:
         kept = term_stats.prune_common(conn, "memories_fts", "memories", ["boilerplate", "rareword", "unique-00042"])
     assert kept == ["rareword", "unique-00042"]
@@ -25,7 +25,7 @@ def test_common_terms_are_dropped_on_large_tables(tmp_path):
 
 def test_rarest_term_survives_and_small_tables_are_untouched(tmp_path):
     db = Database(str(tmp_path / "t.db"))
-    fill(db, 2500)
+    fill(db, 20500)
     with db.read() as conn:
         assert term_stats.prune_common(conn, "memories_fts", "memories", ["common", "boilerplate"]) in (["common"], ["boilerplate"])
     db.close()
@@ -45,7 +45,7 @@ def test_other_agents_data_cannot_hide_a_row_through_pruning(tmp_path):
     eng.store("a", "the kubernetes server crashed at noon")
     with eng.db.write() as conn:
         conn.executemany("INSERT INTO memories(agent_id, content, timestamp) VALUES ('b', ?, '')",
-                         [(f"kubernetes note {i}",) for i in range(2100)])
+                         [(f"kubernetes note {i}",) for i in range(21000)])
     got = [m["content"] for m in eng.recall(RecallRequest("a", "kubernetes outage"))["messages"]]
     assert got == ["the kubernetes server crashed at noon"]
     eng.close()

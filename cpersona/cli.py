@@ -17,6 +17,7 @@ import sqlite3
 import sys
 
 from cpersona import human
+from cpersona import __version__
 from cpersona.core.config import ConfigError, Settings
 from cpersona.core.schema import SchemaTooNew
 
@@ -103,7 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "embed-server":
         return _embed_server(argv[1:])
-    parser = argparse.ArgumentParser(prog="cpersona", description="Persistent memory for LLM agents over MCP.")
+    parser = argparse.ArgumentParser(
+        prog="cpersona", description="Persistent memory for LLM agents over MCP.",
+        epilog="Also: `cpersona embed-server [--model use|e5] [--port 8401]` serves the bundled embedding "
+        "model over HTTP (see `cpersona embed-server --help`).",
+    )
+    parser.add_argument("--version", action="version", version=f"cpersona {__version__}")
     parser.add_argument("command", nargs="?", default="serve", choices=list(COMMANDS), help="what to run (default: serve)")
     parser.add_argument("--all", action="store_true", help="reembed: re-embed every row, not only stale ones")
     parser.add_argument("--batch", type=int, default=32, help="reembed: texts per embedding call (1..100)")

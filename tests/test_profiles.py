@@ -119,3 +119,17 @@ def test_confidence_mode_scores_the_profile(tmp_path):
         assert prof["confidence"]["age_unknown"] is True and prof["match_reason"]["signal"] == "confidence"
     finally:
         e.close()
+
+
+def test_blank_query_on_a_small_store_is_not_a_row_short_because_of_the_profile(tmp_path):
+    from cpersona.core.config import Settings
+    from cpersona.core.engine import Engine
+    from cpersona.core.retrieval.pipeline import RecallRequest
+
+    eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "p.db"), embedding_mode="none"))
+    for i in range(6):
+        eng.store("a", f"memory number {i}")
+    eng.update_profile("a", "likes tea")
+    assert [len(eng.recall(RecallRequest("a", "", limit))["messages"]) for limit in (1, 2, 3)] == [1, 2, 3]
+    assert eng.recall(RecallRequest("a", "", 1))["messages"][0]["content"] == "memory number 5"
+    eng.close()

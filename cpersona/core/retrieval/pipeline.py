@@ -126,7 +126,9 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
     if ctx.mode == "cc" and req.query.strip():
         return fusion.cc(channels, ctx.cc_alpha)
     ordered = {k: v for k, v in channels.items() if k != "keyword"}
-    if ctx.inject_profiles:
+    # Profile rows take keyword slots only when the gate will let them through (pool ≥ 50);
+    # otherwise a blank-query recall would come back a row short.
+    if ctx.inject_profiles and gate.pool_size(ctx.conn, req.scope) >= profiles.PROFILE_MIN_POOL:
         ordered["profiles"] = profiles.injection(ctx.conn, req.agent_id)
     ordered["keyword"] = channels.get("keyword", [])
     return fusion.cascade(ordered, req.limit)

@@ -52,7 +52,7 @@ import math
 import random
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +61,6 @@ import numpy as np
 from cpersona.core import sidecar, validate
 from cpersona.core.embedding import identity
 from cpersona.core.errors import InvalidArgument
-from cpersona.core.isolation import Scope
 from cpersona.core.retrieval import gate as gate_mod
 from cpersona.core.retrieval.candidate import MEMORY
 from cpersona.core.retrieval.pipeline import RecallRequest, rank

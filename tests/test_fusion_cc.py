@@ -47,7 +47,7 @@ def test_default_mode_is_cc_and_reports_its_signal(engine_none):
     assert [m["content"] for m in msgs][-1] == "cc-check-7 the deploy of billing failed"
     best = msgs[-1]["match_reason"]
     assert best["signal"] == "cc" and best["lexical"] == pytest.approx(1.0)
-    assert best["score"] == pytest.approx(0.8)
+    assert best["score"] == pytest.approx(0.95)  # (1 − α) · 1.0 with the default α = 0.05
 
 
 def test_cc_vector_only_row_is_gated_on_its_cosine(http_engine_factory):

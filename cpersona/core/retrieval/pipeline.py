@@ -60,7 +60,7 @@ class RecallContext:
     episode_index: VectorIndex | None
     embed_query: Callable[[str], np.ndarray | None]
     weights: dict[str, float] = field(default_factory=dict)
-    cc_alpha: float = 0.2
+    cc_alpha: float = 0.05
     episode_penalty: tuple[bool, float, float] = (True, 0.01, 0.5)
     autocut: tuple[bool, int, float] = (True, 3, 0.15)
     trace: dict[str, Any] = field(default_factory=dict)

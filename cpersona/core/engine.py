@@ -324,12 +324,12 @@ class Engine:
     def list_memories(self, agent_id: str | None = None, limit: int = 100, project_id: str | None = None) -> dict:
         """Newest first; agent_id None or '' = every agent (spec tools.md §12)."""
         with self.db.read() as conn:
-            return listing.list_memories(conn, agent_id, limit, project_id)
+            return listing.list_memories(conn, agent_id, limit, project_id, self.settings.recall_preview_chars)
 
     def list_episodes(self, agent_id: str | None = None, limit: int = 50, project_id: str | None = None) -> dict:
         """Newest first; agent_id None or '' = every agent (spec tools.md §13)."""
         with self.db.read() as conn:
-            return listing.list_episodes(conn, agent_id, limit, project_id)
+            return listing.list_episodes(conn, agent_id, limit, project_id, self.settings.recall_preview_chars)
 
     # ------------------------------------------------- quality layer (issue 4)
     # (calibration, precision, confidence, profiles, get_contents, recall_with_context)

@@ -49,3 +49,20 @@ def test_other_agents_data_cannot_hide_a_row_through_pruning(tmp_path):
     got = [m["content"] for m in eng.recall(RecallRequest("a", "kubernetes outage"))["messages"]]
     assert got == ["the kubernetes server crashed at noon"]
     eng.close()
+
+
+def test_gate_pool_count_is_cached_until_the_file_changes(tmp_path):
+    from cpersona.core.config import Settings
+    from cpersona.core.engine import Engine
+    from cpersona.core.isolation import Scope
+
+    eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "p.db"), embedding_mode="none"))
+    other = Engine(Settings.from_env({}, db_path=str(tmp_path / "p.db"), embedding_mode="none"))
+    scope = Scope("a", None, None)
+    assert eng.pool_size(scope) == 0
+    eng.store("a", "one")
+    assert eng.pool_size(scope) == 1  # own write
+    other.archive_episode("a", "an episode")
+    assert eng.pool_size(scope) == 2  # another connection's commit
+    eng.close()
+    other.close()

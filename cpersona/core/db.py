@@ -115,6 +115,12 @@ class Database:
         with self._lock:
             return self._writer.execute("PRAGMA data_version").fetchone()[0]
 
+    def change_stamp(self) -> tuple[int, int]:
+        """Changes by this process's writer and by any other connection; equal stamps mean
+        the file's rows are unchanged (used to cache derived counts)."""
+        with self._lock:
+            return self._writer.total_changes, self._writer.execute("PRAGMA data_version").fetchone()[0]
+
     def has_table(self, name: str) -> bool:
         with self.read() as conn:
             row = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone()

@@ -33,6 +33,7 @@ from cpersona.core.calibration import AgentGate, Calibration, global_beta, label
 from cpersona.core.calibration import parse_request as parse_calibration
 from cpersona.core.retrieval.confidence import ConfidenceParams, bump as bump_recall_counts
 from cpersona.core.retrieval.pipeline import RecallContext, RecallRequest, recall as run_pipeline
+from cpersona.core.retrieval.gate import pool_size as gate_pool_size
 from cpersona.core.vector_index import VectorIndex
 from cpersona.core.vectors import load_index, to_blob
 from cpersona.core.manage import Refused
@@ -77,6 +78,9 @@ class Engine:
         self._data_version = self.db.data_version()
         self.vector_state: identity.VectorState | None = None
         self._slow_failure = -FAULT_RETRY_SECS
+        self._pool_lock = threading.Lock()
+        self._pool_cache: dict = {}
+        self._pool_stamp: tuple[int, int] | None = None
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
         if self.embedder is None:
             self.advisory.disabled("mode=none / no embedding backend configured")
@@ -299,6 +303,22 @@ class Engine:
         if advisory:
             response["advisory"] = advisory
         return response
+
+    def pool_size(self, scope) -> int:
+        """Memories + episodes in `scope` (the gate's pool), cached until the file changes:
+        a COUNT over the agent's rows costs ~6 ms at 100k rows on every recall otherwise."""
+        stamp = self.db.change_stamp()
+        with self._pool_lock:
+            if self._pool_stamp != stamp:
+                self._pool_cache, self._pool_stamp = {}, stamp
+            cached = self._pool_cache.get(scope)
+        if cached is None:
+            with self.db.read() as conn:
+                cached = gate_pool_size(conn, scope)
+            with self._pool_lock:
+                if self._pool_stamp == stamp:
+                    self._pool_cache[scope] = cached
+        return cached
 
     def _await_query_vector(self, pending, ctx: RecallContext) -> np.ndarray | None:
         """The query vector of a recall (None without one); loads the resident indexes

@@ -61,6 +61,8 @@ class RecallContext:
     embed_query: Callable[[str], np.ndarray | None]
     weights: dict[str, float] = field(default_factory=dict)
     cc_alpha: float = 0.05
+    #: Rows the gate governs in a scope; the engine passes a cached count (see Engine.pool_size).
+    pool_size: Callable[[Scope], int] | None = None
     episode_penalty: tuple[bool, float, float] = (True, 0.01, 0.5)
     autocut: tuple[bool, int, float] = (True, 3, 0.15)
     trace: dict[str, Any] = field(default_factory=dict)
@@ -74,6 +76,10 @@ class RecallContext:
     # outcome of the last `recall`: rescue flag and the rows returned (best first)
     gate_fallback: bool = False
     returned: list[Candidate] = field(default_factory=list)
+
+
+def _pool(ctx: "RecallContext", scope: Scope) -> int:
+    return ctx.pool_size(scope) if ctx.pool_size is not None else gate.pool_size(ctx.conn, scope)
 
 
 def _excluded(content: str, exclusions: list[str]) -> bool:
@@ -128,7 +134,7 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
     ordered = {k: v for k, v in channels.items() if k != "keyword"}
     # Profile rows take keyword slots only when the gate will let them through (pool ≥ 50);
     # otherwise a blank-query recall would come back a row short.
-    if ctx.inject_profiles and gate.pool_size(ctx.conn, req.scope) >= profiles.PROFILE_MIN_POOL:
+    if ctx.inject_profiles and _pool(ctx, req.scope) >= profiles.PROFILE_MIN_POOL:
         ordered["profiles"] = profiles.injection(ctx.conn, req.agent_id)
     ordered["keyword"] = channels.get("keyword", [])
     return fusion.cascade(ordered, req.limit)
@@ -179,7 +185,7 @@ def penalise(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> l
 
 def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
     """The thresholds of this recall: pool heuristic, or the agent's calibrated gate."""
-    pool = gate.pool_size(ctx.conn, req.scope)
+    pool = _pool(ctx, req.scope)
     half = 0.5 if req.deep else 1.0
     return gate.Gate(
         pool, gate.min_score(pool, req.deep), ctx.rrf_k, not req.query.strip(), tuple(gate.exact_needles(req.query)),

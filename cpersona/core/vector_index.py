@@ -189,9 +189,10 @@ class VectorIndex:
         rows = self._scope_rows(part, scope, allowed_ids)[-window:]
         if rows.size == 0:
             return []
-        # One pass over the whole partition, then pick the in-scope rows: cheaper than
-        # gathering a sub-matrix copy when a filter is active.
-        scores = (part.matrix[: part.n] @ query)[rows]
+        # One pass over the slice spanning the in-scope rows (a view, no copy), then pick
+        # them: cheaper than gathering a sub-matrix, and the scan window bounds the slice.
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        scores = (part.matrix[lo:hi] @ query)[rows - lo]
         keep = np.flatnonzero(scores >= threshold)
         if keep.size > limit:
             keep = keep[np.argpartition(-scores[keep], limit - 1)[:limit]]

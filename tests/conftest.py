@@ -208,3 +208,14 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CPERSONA_", "EMBEDDING_"))}
     env.update(extra)
     return env
+
+
+def assert_one_line_error(proc, needle: str) -> None:
+    """A CLI run that failed the way users should see it: exit 2, exactly one stderr line
+    containing `needle`, no traceback, nothing on stdout."""
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == ""

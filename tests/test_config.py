@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import clean_env
+from conftest import assert_one_line_error, clean_env
 from cpersona.core.config import SETTINGS, ConfigError, Settings
 from cpersona.core.embedding import local, provider
 
@@ -283,10 +283,5 @@ def _run_cli(tmp_path, **env):
 )
 def test_cli_bad_config_exits_2_with_one_line(tmp_path, env, needle):
     proc = _run_cli(tmp_path, **env)
-    assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stderr
-    assert needle in lines[0]
-    assert "Traceback" not in proc.stderr
-    assert proc.stdout == ""
+    assert_one_line_error(proc, needle)
     assert not (tmp_path / "cli.db").exists()

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import clean_env, db_rows, new_engine
+from conftest import assert_one_line_error, clean_env, db_rows, new_engine
 from cpersona.core import schema
 from cpersona.core.schema import SchemaTooNew
 
@@ -368,10 +368,5 @@ def test_cli_refuses_newer_and_foreign_files_with_one_line(db_file, tmp_path):
 
     for path, needle, before in ((db_file, "v99", newer_before), (foreign, "not a database", foreign_before)):
         proc = _cli(tmp_path, path)
-        assert proc.returncode == 2, proc.stderr
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1, proc.stderr
-        assert needle in lines[0]
-        assert "Traceback" not in proc.stderr
-        assert proc.stdout == ""
+        assert_one_line_error(proc, needle)
         assert _fingerprint(path) == before

@@ -205,4 +205,4 @@ def test_recent_rows_after_the_boundary_are_not_penalised(factory):
     eng.store("a", "falcon nest camera installed", timestamp=utc(1))
     msgs = recall(eng, "falcon nest camera installed")["messages"]
     mem = next(m for m in msgs if m["content"] == "falcon nest camera installed")
-    assert mem["match_reason"]["score"] == pytest.approx(0.95)  # cc = (1 − α)·lexical 1.0 (α 0.05), unpenalised
+    assert mem["match_reason"]["score"] == pytest.approx(0.8)  # cc = (1 − α)·lexical 1.0 (α 0.2), unpenalised

@@ -4,11 +4,15 @@ directly and through the engine."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from cpersona.core.retrieval import fusion
 from cpersona.core.retrieval.candidate import EPISODE, MEMORY, Candidate
 from cpersona.core.retrieval.pipeline import RecallRequest
+from cpersona.core.vector_index import VectorIndex
+from cpersona.devtools.fake_embed import fake_vector
+from quality_helpers import HashEmbedder, make
 
 
 def cand(kind, i, cosine=None, bm25=None):
@@ -47,7 +51,7 @@ def test_default_mode_is_cc_and_reports_its_signal(engine_none):
     assert [m["content"] for m in msgs][-1] == "cc-check-7 the deploy of billing failed"
     best = msgs[-1]["match_reason"]
     assert best["signal"] == "cc" and best["lexical"] == pytest.approx(1.0)
-    assert best["score"] == pytest.approx(0.95)  # (1 − α) · 1.0 with the default α = 0.05
+    assert best["score"] == pytest.approx(0.8)  # (1 − α) · 1.0 with the default α = 0.2
 
 
 def test_cc_vector_only_row_is_gated_on_its_cosine(http_engine_factory):
@@ -60,3 +64,66 @@ def test_cc_vector_only_row_is_gated_on_its_cosine(http_engine_factory):
     assert "she runs a marathon every spring" in got  # no keyword hit; cosine clears the gate
     assert got["she runs a marathon every spring"]["retrievers"] == ["vector"]
     assert not any(c.startswith("filler") for c in got)  # low cosine, no keyword: gated out
+
+
+# ------------------------------------------- cosine for every candidate, rerank depth
+class TableEmbedder(HashEmbedder):
+    """Hashing backend with chosen vectors for chosen texts (the semantic ground truth)."""
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        super().__init__("table-512")
+        self.table = table
+
+    def embed(self, texts):
+        return np.stack([self.table.get(t, fake_vector(t, self.dim)) for t in texts])
+
+
+def axis(i: int) -> np.ndarray:
+    vec = np.zeros(512, np.float32)
+    vec[i] = 1.0
+    return vec
+
+
+@pytest.mark.parametrize("semantic", ["kiwi harvest report alpha", "kiwi harvest report gamma"])
+def test_cc_reranks_keyword_hits_below_limit_by_their_cosine(tmp_path, semantic):
+    """Two rows tie on bm25; neither is in the vector channel (scan window 1 holds only the
+    newest, unrelated row). With limit 1 the keyword channel is read 2 deep and each row
+    gets its cosine from the resident index, so the row whose vector matches the query wins
+    — whichever of the two it is."""
+    rows = ["kiwi harvest report alpha", "kiwi harvest report gamma"]
+    other = next(r for r in rows if r != semantic)
+    table = {"kiwi harvest report": axis(1), semantic: axis(1), other: axis(2), "tea on the porch": axis(3)}
+    eng = make(tmp_path / "t.db", embedder=TableEmbedder(table), max_memories=1)
+    try:
+        for text in rows + ["tea on the porch"]:
+            assert eng.store("a", text)["embedded"] is True
+        trace: dict = {}
+        msgs = eng.recall(RecallRequest("a", "kiwi harvest report", limit=1), trace)["messages"]
+        assert trace["channels"]["keyword"] == 2
+        assert [m["content"] for m in msgs] == [semantic]
+        reason = msgs[0]["match_reason"]
+        assert reason["retrievers"] == ["keyword"] and reason["cosine"] == pytest.approx(1.0)
+        assert reason["cc"] == pytest.approx(0.2 * 1.0 + 0.8 * reason["lexical"])
+    finally:
+        eng.close()
+
+
+def test_keyword_depth_is_limit_outside_cc(make_engine):
+    for mode, depth in (("cc", 6), ("rrf", 3), ("rsf", 3)):
+        eng = make_engine(f"{mode}.db", recall_mode=mode)
+        for i in range(10):
+            eng.store("a", f"kiwi note {i}")
+        trace: dict = {}
+        eng.recall(RecallRequest("a", "kiwi note", limit=3), trace)
+        assert trace["channels"]["keyword"] == depth, mode
+
+
+def test_vector_index_cosines_cover_only_rows_it_holds():
+    index = VectorIndex(4)
+    index.add(1, "a", "", "", "2026-01-01", np.array([1, 0, 0, 0], np.float32))
+    index.add(2, "b", "", "", "2026-01-02", np.array([0, 1, 0, 0], np.float32))
+    query = np.array([0.6, 0.8, 0, 0], np.float32)
+    assert index.cosines(query, [1, 2, 3]) == {1: pytest.approx(0.6), 2: pytest.approx(0.8)}
+    assert index.cosines(np.ones(3, np.float32), [1]) == {}  # another dimension: nothing
+    index.remove(1)
+    assert index.cosines(query, [1, 2]) == {2: pytest.approx(0.8)}

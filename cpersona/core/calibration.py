@@ -25,8 +25,9 @@ Two things are measured per agent and kept in the sidecar (cpersona/core/sidecar
 
 Not calibrated (tried, rejected): the fusion weight α. Neither the temporal separation of
 the vector channel nor a self-retrieval proxy tells a weak model from a good one — on
-LoCoMo the bundled USE model and e5 score the same Youden J (0.14–0.48) although α = 0.2
-costs USE 0.005 NDCG@10 and gains e5 0.005 — so α stays CPERSONA_CC_ALPHA.
+LoCoMo the bundled USE model and e5 score the same Youden J (0.14–0.48) although their best
+α differ (measured before the cosine backfill: α 0.2 cost USE 0.005 NDCG@10 and gained e5
+0.005) — so α stays CPERSONA_CC_ALPHA.
 
 Separation search: 256 candidates evenly spaced over [min, max] of null ∪ positives; pick
 the first argmax of TPR + β·(1 − FPR) (subject to TPR ≥ min_keep); threshold =

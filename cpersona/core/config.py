@@ -131,7 +131,7 @@ SETTINGS: tuple[Setting, ...] = (
     S("operating_context_path", str, ""),
     # retrieval
     S("recall_mode", str, "cc", choices=("cc", "rrf", "rsf", "cascade")),
-    S("cc_alpha", float, 0.05, 0.0, 1.0),
+    S("cc_alpha", float, 0.2, 0.0, 1.0),
     S("rrf_k", int, 60, 1, 100_000),
     S("rrf_threshold_factor", float, 0.5, 0.0, 10.0),
     S("vector_weight", float, 1.0, 0.0, 100.0),

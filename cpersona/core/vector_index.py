@@ -184,6 +184,33 @@ class VectorIndex:
         hits.sort(key=lambda h: (-h[0], h[1]))
         return [(row_id, cos) for cos, _, row_id in hits[:limit]]
 
+    def cosines(self, query: np.ndarray, row_ids: list[int]) -> dict[int, float]:
+        """Cosine of each listed row that the index holds, regardless of the scan window.
+
+        Args:
+            query: L2-normalised float32 vector of shape (dim,).
+            row_ids: ids of this table; unknown ids (no vector, a stale model's vector,
+                another dimension) are left out of the result.
+
+        Returns:
+            {row_id: cosine}.
+        """
+        if query.shape != (self.dim,) or not row_ids:
+            return {}
+        found: dict[int, float] = {}
+        with self._lock:
+            by_agent: dict[str, list[int]] = {}
+            for row_id in row_ids:
+                agent = self._where.get(row_id)
+                if agent is not None:
+                    by_agent.setdefault(agent, []).append(row_id)
+            for agent, ids in by_agent.items():
+                part = self._parts[agent]
+                pos = np.flatnonzero(np.isin(part.ids[: part.n], ids))
+                scores = part.matrix[pos] @ query
+                found.update(zip(part.ids[pos].tolist(), scores.tolist()))
+        return found
+
     def _search_part(self, part, query, scope, window, threshold, limit, allowed_ids):
         part.sort()
         rows = self._scope_rows(part, scope, allowed_ids)[-window:]

@@ -15,7 +15,7 @@ resolved flag of episodes and the recall history of memories:
     score       = round(sqrt(norm_cos · time_decay) · completion · recency_pen, 4)   (cosine-less: sqrt(time_decay) · …)
 
 With confidence on, the pipeline first back-fills a cosine for keyword-only rows from their
-stored vectors (`backfill_cosine`), re-sorts every row by confidence, and the gate keys on
+resident vectors (`retrievers.backfill_cosine`), re-sorts every row by confidence, and the gate keys on
 it; recall_count / last_recalled_at of returned memories are bumped afterwards (not for
 deep recalls, gate_fallback rescues, or while persistence is paused).
 """
@@ -27,12 +27,9 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-import numpy as np
-
 from cpersona.core.isolation import Scope
-from cpersona.core.retrieval.candidate import EPISODE, MEMORY, Candidate
+from cpersona.core.retrieval.candidate import MEMORY, Candidate
 from cpersona.core.timeutil import parse_ts
-from cpersona.core.vectors import from_blob
 
 
 @dataclass(frozen=True)
@@ -85,29 +82,6 @@ def recall_stats(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[in
     marks = ",".join("?" * len(ids))
     sql = f"SELECT id, recall_count, last_recalled_at FROM memories WHERE id IN ({marks})"
     return {r[0]: (r[1] or 0, r[2]) for r in conn.execute(sql, ids)}
-
-
-def backfill_cosine(conn: sqlite3.Connection, rows: list[Candidate], qvec: np.ndarray | None) -> int:
-    """Give every DB-backed row without a cosine the dot product of its stored vector and
-    the query vector (same dimension only); marks them `backfilled`. Returns how many."""
-    if qvec is None:
-        return 0
-    done = 0
-    for kind, table in ((MEMORY, "memories"), (EPISODE, "episodes")):
-        todo = {c.id: c for c in rows if c.kind == kind and c.cosine is None and c.id > 0}
-        if not todo:
-            continue
-        marks = ",".join("?" * len(todo))
-        sql = f"SELECT id, embedding FROM {table} WHERE id IN ({marks}) AND length(embedding) = ?"
-        for row_id, blob in conn.execute(sql, [*todo, 4 * qvec.shape[0]]):
-            vec = from_blob(blob)
-            if vec is None:
-                continue
-            cand = todo[row_id]
-            cand.cosine = float(vec @ qvec) * cand.penalty  # same penalty as the fused scores
-            cand.backfilled = True
-            done += 1
-    return done
 
 
 def _hours(a: datetime, b: datetime) -> float:

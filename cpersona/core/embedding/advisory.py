@@ -36,8 +36,9 @@ _RUNBOOKS = {
 }
 _RUNBOOKS["reembed"] = (
     "Tell the user: the embedding model changed, so memories embedded by the previous model are "
-    "left out of semantic search until they are re-embedded. Run `cpersona reembed` (safe to "
-    "interrupt and resume; the server may keep running). Keyword search still covers every memory."
+    "left out of semantic search until they are re-embedded. Run `cpersona reembed` with the "
+    "server's CPERSONA_* settings (it embeds with the model those select; safe to interrupt and "
+    "resume; the server may keep running). Keyword search still covers every memory."
 )
 _REASONS = {
     "reembed": "stored vectors come from another embedding model; some rows are keyword-only",

@@ -190,7 +190,7 @@ def test_sidecar_is_written_atomically_with_a_fingerprint(calibrated):
     eng, res = calibrated
     path = sidecar_path(eng)
     data = json.loads(path.read_text())
-    assert data["scoring_version"] == cal.SCORING_VERSION
+    assert data["scoring_version"] == cal.scoring_version(eng.settings) == f"{cal.SCORING_VERSION}/cc/alpha=0.2"
     assert (data["embedding_model"], data["embedding_dim"]) == ("hash-512", 512)
     assert data["agent_thresholds"]["a"] == res["new_threshold"]
     assert data["agent_fused_gates"]["a"] == res["fused_gate"]["threshold"] and data["fused_gate_signal"] == "cc"
@@ -238,6 +238,14 @@ def test_lost_sidecar_is_recognised_and_reported(calibrated, factory):
     assert "missing" in out["gate"]["reason"] and "calibrate_threshold" in out["gate"]["fix"]
 
 
+def test_a_changed_cc_alpha_makes_the_sidecar_stale(calibrated, factory):
+    eng, _ = calibrated
+    eng.close()
+    reason = recall(factory(cc_alpha=0.5), "nebula")["gate"]["reason"]
+    assert "stale" in reason and "alpha=0.5" in reason
+    assert "gate" not in recall(factory(), "nebula")  # same settings: the sidecar applies
+
+
 def test_stale_fingerprint_is_not_applied_and_recalibrates_in_the_background(calibrated, factory):
     eng, res = calibrated
     eng.close()
@@ -256,7 +264,7 @@ def test_stale_fingerprint_is_not_applied_and_recalibrates_in_the_background(cal
     assert live.calibration.startup.action == "recalibrated"
     assert "gate" not in recall(live, "nebula")
     assert list(path.parent.glob(path.name + ".before-old-scoring-*"))
-    assert json.loads(path.read_text())["scoring_version"] == cal.SCORING_VERSION
+    assert json.loads(path.read_text())["scoring_version"] == cal.scoring_version(live.settings)
     assert live.calibration.beta("a") == 2.0
 
 

@@ -75,7 +75,13 @@ log = logging.getLogger(__name__)
 
 #: Fingerprint of the scoring functions the gates were measured with; bump on any change
 #: to fusion, penalties, confidence or the gate rules (a mismatch makes the sidecar stale).
-SCORING_VERSION = "cpersona-q4.2-cc"
+SCORING_VERSION = "cpersona-q4.3-cc"
+
+
+def scoring_version(settings) -> str:
+    """SCORING_VERSION plus the settings that change the scores the gates key on (fusion
+    mode, cc α), e.g. "cpersona-q4.3-cc/cc/alpha=0.2": changing either makes a sidecar stale."""
+    return f"{SCORING_VERSION}/{settings.recall_mode}/alpha={settings.cc_alpha:g}"
 METHODS = ("separation", "percentile", "zscore")
 PRECISIONS = {"strict": 2.0, "balanced": 1.0, "lenient": 0.5}
 MIN_EMBEDDINGS = 10
@@ -306,8 +312,9 @@ class Calibration:
 
     def _stale_reason(self, data: dict[str, Any]) -> str:
         current = self._current_fingerprint()
-        if data.get("scoring_version") != SCORING_VERSION:
-            return f"scoring version {data.get('scoring_version')!r} ≠ {SCORING_VERSION!r}"
+        version = scoring_version(self.engine.settings)
+        if data.get("scoring_version") != version:
+            return f"scoring version {data.get('scoring_version')!r} ≠ {version!r}"
         if current is None:
             return "no current vectors to compare with (none stored, or a re-embedding is pending)"
         if (data.get("embedding_model"), data.get("embedding_dim")) != (current.model, current.dim):
@@ -713,7 +720,7 @@ class Calibration:
             fp = self.fingerprint or self._current_fingerprint() or _Fingerprint(None, None)
             payload: dict[str, Any] = {
                 "format": sidecar.FORMAT, "embedding_dim": fp.dim, "embedding_model": fp.model,
-                "scoring_version": SCORING_VERSION, "global_threshold": self.global_threshold,
+                "scoring_version": scoring_version(self.engine.settings), "global_threshold": self.global_threshold,
                 "agent_thresholds": dict(self.thresholds), "global_fused_gate": self.global_fused_gate,
                 "agent_fused_gates": dict(self.gates), "fused_gate_signal": self.signal,
                 "agent_betas": dict(self.betas),

@@ -10,9 +10,12 @@ database write lock; the vector indexes are guarded by their own lock; network I
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -74,6 +77,7 @@ class Engine:
         self.pause = Pause()
         self.cache = QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl)
         self._index_lock = threading.RLock()
+        self._commit_order = threading.RLock()
         self._indexes: dict[str, VectorIndex] | None = None
         self._data_version = self.db.data_version()
         self.vector_state: identity.VectorState | None = None
@@ -212,6 +216,28 @@ class Engine:
                     index.remove_agent(agent_id)
 
     # ------------------------------------------------------------------ writes
+    @contextmanager
+    def write(self) -> Iterator[tuple[sqlite3.Connection, list[Callable[[], None]]]]:
+        """One write transaction, yielding (connection, after). Callables appended to `after`
+        (resident-index changes) run after COMMIT and before the next writer of this process
+        commits, so the index sees the writes in commit order — two racing updates of one row
+        cannot leave the loser's vector in the index. Nothing in `after` runs on rollback."""
+        after: list[Callable[[], None]] = []
+        with self._commit_order:
+            with self.db.write() as conn:
+                yield conn, after
+            for change in after:
+                change()
+
+    def vector_for_write(self, conn: sqlite3.Connection, vec: np.ndarray | None) -> np.ndarray | None:
+        """`vec` when the database (read inside the caller's write transaction) still records
+        this backend's model for its vectors, else None: another process switched models after
+        `vec` was computed, so the row is written without a vector and queued instead of
+        mixing two vector spaces (the process with the recorded model embeds it)."""
+        if vec is None or self.embedder is None:
+            return vec
+        return vec if self._other_model(identity.read_state(conn)) is None else None
+
     def store(self, agent_id: Any, content: Any, **message: Any) -> dict[str, Any]:
         """Write one memory (spec tools.md §5). Dedup = skip, never upsert.
 
@@ -238,19 +264,21 @@ class Engine:
         vectors = self.embed_texts([draft.content])
         vec = vectors[0] if vectors is not None else None
         self.refresh_if_changed()
-        with self.db.write() as conn:
+        with self.write() as (conn, after):
+            vec = self.vector_for_write(conn, vec)
             dup = writes.find_duplicate(conn, draft)
             inserted = None if dup else writes.insert_memory(conn, draft, to_blob(vec) if vec is not None else None)
             if inserted and vec is None:  # the vector comes later, from the task queue (same transaction)
                 self.queue.enqueue_embed(conn, "memories", inserted[0], draft.agent_id, draft.project_id)
+            if inserted and vec is not None:
+                after.append(lambda: self.index_add("memories", inserted[0], draft.agent_id, draft.project_id,
+                                                    draft.channel, inserted[1], vec))
         if dup:
             return {"ok": True, "result": "skipped", "reason": dup[0], "id": dup[1]}
         if inserted is None:
             return {"ok": True, "result": "skipped", "reason": "duplicate (unique index)"}
-        row_id, created = inserted
-        if vec is not None:
-            self.index_add("memories", row_id, draft.agent_id, draft.project_id, draft.channel, created, vec)
-        else:
+        row_id = inserted[0]
+        if vec is None:
             self.queue.notify()
         return {"ok": True, "result": "stored", "id": row_id, "embedded": vec is not None}
 
@@ -269,13 +297,15 @@ class Engine:
         vectors = self.embed_texts([draft.summary])
         vec = vectors[0] if vectors is not None else None
         self.refresh_if_changed()
-        with self.db.write() as conn:
+        with self.write() as (conn, after):
+            vec = self.vector_for_write(conn, vec)
             row_id, created = writes.insert_episode(conn, draft, to_blob(vec) if vec is not None else None)
             if vec is None:  # the vector comes later, from the task queue (same transaction)
                 self.queue.enqueue_embed(conn, "episodes", row_id, draft.agent_id, draft.project_id)
-        if vec is not None:
-            self.index_add("episodes", row_id, draft.agent_id, draft.project_id, draft.channel, created, vec)
-        else:
+            else:
+                after.append(lambda: self.index_add("episodes", row_id, draft.agent_id, draft.project_id,
+                                                    draft.channel, created, vec))
+        if vec is None:
             self.queue.notify()
         return {"ok": True, "episode_id": row_id, "embedded": vec is not None}
 
@@ -517,18 +547,19 @@ class Engine:
             vectors = self.embed_texts([clean])
             vec = vectors[0] if vectors is not None else None
             self.refresh_if_changed()
-            with self.db.write() as conn:
+            with self.write() as (conn, after):
+                vec = self.vector_for_write(conn, vec)
                 ref = manage.update_memory(conn, mid, owner, clean, to_blob(vec) if vec is not None else None)
+                after.append(lambda: self.index_remove("memories", mid))
                 if vec is None:
                     self.queue.enqueue_embed(conn, "memories", mid, ref.agent_id, ref.project_id)
                 else:
                     self.queue.drop_embed(conn, "memories", mid)
+                    after.append(lambda: self.index_add("memories", mid, ref.agent_id, ref.project_id, ref.channel,
+                                                        ref.created_at, vec))
         except Refused as err:
             return {"ok": False, "error": str(err)}
-        self.index_remove("memories", mid)
-        if vec is not None:
-            self.index_add("memories", mid, ref.agent_id, ref.project_id, ref.channel, ref.created_at, vec)
-        else:
+        if vec is None:
             self.queue.notify()
         return {"ok": True, "updated_id": mid, "embedded": vec is not None}
 
@@ -550,12 +581,12 @@ class Engine:
         row_id = manage.row_id(argument, raw_id)
         owner = manage.owner_filter(agent_id)
         try:
-            with self.db.write() as conn:
+            with self.write() as (conn, after):
                 delete(conn, row_id, owner)
                 self.queue.drop_embed(conn, table, row_id)
+                after.append(lambda: self.index_remove(table, row_id))
         except Refused as err:
             return {"ok": False, "error": str(err)}
-        self.index_remove(table, row_id)
         return {"ok": True, "deleted_id": row_id}
 
     def lock_memory(self, memory_id: Any, agent_id: Any = None) -> dict[str, Any]:
@@ -590,9 +621,9 @@ class Engine:
         agent = validate.identifier("agent_id", agent_id)
         if agent == "":
             raise InvalidArgument("agent_id", "is required: name the agent whose data to delete")
-        with self.db.write() as conn:
+        with self.write() as (conn, after):
             counts = manage.delete_agent_data(conn, agent)
-        self.index_remove_agent(agent)
+            after.append(lambda: self.index_remove_agent(agent))
         out: dict[str, Any] = {"ok": True, "agent_id": agent, **counts, "deleted_calibration": 0}
         forget = getattr(getattr(self, "calibration", None), "forget_agent", None)
         if forget is not None:
@@ -643,14 +674,21 @@ class Engine:
         return vectors
 
     def _check_same_model(self) -> None:
-        state = self.vector_state
-        if state is not None and state.model is not None and (state.model, state.dim) != (self.embedder.model_id, self.embedder.dim):
-            message = (f"the database's vectors belong to {state.model} ({state.dim}-d), recorded by another process; "
-                       f"this server embeds with {self.embedder.model_id} ({self.embedder.dim}-d) — use one embedding "
-                       "model per database, or run `cpersona reembed` with the model you keep")
-            self.advisory.observe_failure(message)
-            self.advisory.observe_failure(message)
-            raise EmbeddingError(message)
+        message = self._other_model(self.vector_state)
+        if message is not None:
+            raise EmbeddingError(message + " — use one embedding model per database, or run `cpersona reembed` "
+                                 "with the model you keep")
+
+    def _other_model(self, state: identity.VectorState | None) -> str | None:
+        """None when `state` records no model or this backend's; else the mismatch, reported
+        to the advisory at once (two observations: a fault, not a one-off blip)."""
+        if state is None or state.model is None or (state.model, state.dim) == (self.embedder.model_id, self.embedder.dim):
+            return None
+        message = (f"the database's vectors belong to {state.model} ({state.dim}-d), recorded by another process; "
+                   f"this server embeds with {self.embedder.model_id} ({self.embedder.dim}-d)")
+        self.advisory.observe_failure(message)
+        self.advisory.observe_failure(message)
+        return message
 
     def get_operating_context(self, section: Any = "") -> dict[str, Any]:
         """Body of get_operating_context: the sidecar preview, or one doctrine section."""

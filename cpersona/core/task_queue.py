@@ -204,7 +204,7 @@ class TaskQueue:
         if self.engine.embedder is None:
             return 0
         added = 0
-        with self._write() as conn:
+        with self._write() as (conn, after):
             for table in _TABLES:
                 added += conn.execute(
                     "INSERT OR IGNORE INTO pending_memory_tasks(task_type, agent_id, project_id, payload, updated_at) "
@@ -256,12 +256,13 @@ class TaskQueue:
 
     @contextmanager
     def _write(self):
-        """A write transaction of the worker; raises _Paused (nothing written) when persistence
+        """A write transaction of the worker, yielding (connection, after-commit list — see
+        `Engine.write`); raises _Paused (nothing written) when persistence
         was paused after the pass began — checked under the write lock."""
-        with self.engine.db.write() as conn:
+        with self.engine.write() as (conn, after):
             if self.engine.pause.active():
                 raise _Paused()
-            yield conn
+            yield conn, after
 
     def _sleep(self, seconds: float | None) -> None:
         self._wake.wait(seconds)
@@ -313,7 +314,7 @@ class TaskQueue:
                 row = conn.execute(_TABLES[t.table][1], (t.row_id,)).fetchone()
                 (live if row is not None and row[5] else done).append((t, row))
         if done:
-            with self._write() as conn:
+            with self._write() as (conn, after):
                 for t, _ in done:
                     conn.execute("DELETE FROM pending_memory_tasks WHERE id = ?", (t.id,))
         return live
@@ -363,8 +364,10 @@ class TaskQueue:
         """Write each vector and delete its task in ONE transaction — only if the task still
         exists (a vanished task cancels the write) and the row's text is unchanged."""
         written = []
-        with self._write() as conn:
+        with self._write() as (conn, after):
             for (task, row), vec in zip(work, vectors):
+                if self.engine.vector_for_write(conn, vec) is None:
+                    continue  # another process switched models meanwhile: keep the task
                 if conn.execute("SELECT 1 FROM pending_memory_tasks WHERE id = ? AND status = 'pending'",
                                 (task.id,)).fetchone() is None:
                     continue
@@ -381,12 +384,12 @@ class TaskQueue:
                 if still is None or not still[0]:
                     conn.execute("DELETE FROM pending_memory_tasks WHERE id = ?", (task.id,))
                 # else: the text changed meanwhile — keep the task; the next pass embeds the new text
-        for task, row, vec in written:
-            self.engine.index_add(task.table, task.row_id, row[1], row[2], row[3], row[4], vec)
+            for task, row, vec in written:
+                after.append(lambda t=task, r=row, v=vec: self.engine.index_add(t.table, t.row_id, *r[1:5], v))
         self.completed += len(written)
 
     def _retry_or_fail(self, task: _Task, error: str) -> None:
-        with self._write() as conn:
+        with self._write() as (conn, after):
             conn.execute(
                 "UPDATE pending_memory_tasks SET retries = retries + 1, last_error = ?, updated_at = datetime('now'), "
                 "not_before = ?, status = CASE WHEN retries + 1 >= ? THEN 'failed' ELSE 'pending' END "
@@ -397,7 +400,7 @@ class TaskQueue:
         log.warning("task %d (%s) failed: %s", task.id, task.type, error)
 
     def _fail(self, task: _Task, error: str) -> None:
-        with self._write() as conn:
+        with self._write() as (conn, after):
             conn.execute(
                 "UPDATE pending_memory_tasks SET status = 'failed', last_error = ?, updated_at = datetime('now') "
                 "WHERE id = ? AND status = 'pending'",

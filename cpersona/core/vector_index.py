@@ -207,7 +207,7 @@ class VectorIndex:
             for agent, ids in by_agent.items():
                 part = self._parts[agent]
                 pos = np.flatnonzero(np.isin(part.ids[: part.n], ids))
-                scores = part.matrix[pos] @ query
+                scores = np.clip(part.matrix[pos] @ query, -1.0, 1.0)
                 found.update(zip(part.ids[pos].tolist(), scores.tolist()))
         return found
 
@@ -220,6 +220,7 @@ class VectorIndex:
         # them: cheaper than gathering a sub-matrix, and the scan window bounds the slice.
         lo, hi = int(rows[0]), int(rows[-1]) + 1
         scores = (part.matrix[lo:hi] @ query)[rows - lo]
+        np.clip(scores, -1.0, 1.0, out=scores)  # float32 rounding: |u·v| may exceed 1 by ~1e-7
         keep = np.flatnonzero(scores >= threshold)
         if keep.size > limit:
             keep = keep[np.argpartition(-scores[keep], limit - 1)[:limit]]

@@ -66,3 +66,29 @@ def test_gate_pool_count_is_cached_until_the_file_changes(tmp_path):
     assert eng.pool_size(scope) == 2  # another connection's commit
     eng.close()
     other.close()
+
+
+def test_recall_counts_the_gate_pool_once_until_the_file_changes(tmp_path, monkeypatch):
+    import pytest
+
+    import cpersona.core.engine as engine_module
+    from cpersona.core.config import Settings
+    from cpersona.core.engine import Engine
+    from cpersona.core.retrieval import gate
+    from cpersona.core.retrieval.pipeline import RecallRequest
+
+    counted = []
+    real = engine_module.gate_pool_size
+    monkeypatch.setattr(engine_module, "gate_pool_size", lambda conn, scope: counted.append(scope) or real(conn, scope))
+    monkeypatch.setattr(gate, "pool_size", lambda *a: pytest.fail("recall bypassed the engine's pool cache"))
+    eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "c.db"), embedding_mode="none"))
+    try:
+        eng.store("a", "kiwi orchard notes")
+        for _ in range(3):
+            assert eng.recall(RecallRequest("a", "kiwi"))["messages"]
+        assert len(counted) == 1
+        eng.store("a", "kiwi harvest")
+        eng.recall(RecallRequest("a", "kiwi"))
+        assert len(counted) == 2  # a write invalidates the cached count
+    finally:
+        eng.close()

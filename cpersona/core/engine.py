@@ -400,7 +400,7 @@ class Engine:
             autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
             gate_enabled=s.gate_enabled, fused_gate=g.fused_gate, gate_signal=g.signal, cosine_min=g.cosine_min,
             confidence=ConfidenceParams.from_settings(s) if s.confidence_enabled else None,
-            inject_profiles=inject_profiles,
+            inject_profiles=inject_profiles, pool_size=self.pool_size,
         )
 
     def _after_recall(self, req: RecallRequest, ctx: RecallContext, agent_gate: AgentGate, response: dict) -> None:

@@ -73,3 +73,43 @@ def test_a_vector_of_the_old_model_is_not_written_after_another_process_switched
             new.close()
     finally:
         old.close()
+
+
+class Flaky(HashEmbedder):
+    """Hashing backend that raises while `down` is set."""
+
+    down = True
+
+    def embed(self, texts):
+        from cpersona.core.embedding.base import EmbeddingError
+
+        if self.down:
+            raise EmbeddingError("endpoint down")
+        return super().embed(texts)
+
+
+def test_the_queue_waits_instead_of_spinning_when_another_process_owns_the_model(tmp_path):
+    db = tmp_path / "q.db"
+    backend = Flaky("model-a")
+    backend.down = False
+    old = make(db, embedder=backend, task_queue_enabled=False)
+    try:
+        assert old.store("a", "first row")["embedded"] is True  # records model-a
+        backend.down = True
+        for i in range(3):
+            assert old.store("a", f"queued row {i}")["embedded"] is False
+        new = make(db, embedder=NegatedHash("model-b"), task_queue_enabled=False)
+        try:
+            new.reconcile_identity()  # the other process records its model
+            backend.down = False
+            calls = backend.calls
+            wait = old.queue.run_once()
+            assert wait is not None and wait > 0  # a pause, not "go on now"
+            assert old.queue.status()["pending"] == 3 and old.queue.status()["retries"] == 0
+            assert backend.calls - calls <= 2  # the batch and one probe, then it waits
+            assert new.queue.run_once() in (0, None)  # the owner of the recorded model embeds them
+            assert new.queue.status()["pending"] == 0
+        finally:
+            new.close()
+    finally:
+        old.close()

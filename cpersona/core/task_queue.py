@@ -57,6 +57,10 @@ BATCH = 32
 PROBE_TEXT = "cpersona queue probe"
 #: Seconds between readiness polls while the bundled model loads.
 LOADING_POLL = 0.2
+#: Seconds an idle worker sleeps before looking again: tasks queued by ANOTHER process
+#: sharing the file cannot wake this one (e.g. rows that process could not embed because
+#: this process owns the recorded model).
+IDLE_POLL = 30.0
 #: table → (text column, SELECT of the row for embedding).
 _TABLES = {
     "memories": ("content", "SELECT content, agent_id, project_id, channel, created_at, embedding IS NULL "
@@ -251,7 +255,7 @@ class TaskQueue:
                 wait = self.delay
             if wait == 0:
                 continue
-            self._sleep(wait)
+            self._sleep(IDLE_POLL if wait is None else wait)
         self._set("stopped")
 
     @contextmanager
@@ -328,6 +332,7 @@ class TaskQueue:
         if not embedder.ready():
             self._set("waiting_for_backend", "embedding model is loading")
             return LOADING_POLL
+        self.engine.refresh_if_changed()  # another process may have switched models: embed_batch checks
         texts = [row[0] for _, row in work]
         try:
             vectors = self.engine.embed_batch(texts)
@@ -337,8 +342,11 @@ class TaskQueue:
         except EmbeddingError as err:
             return self._after_batch_failure(work, err)
         self._backing_off = False
-        self._complete(work, vectors)
-        return None
+        if self._complete(work, vectors):
+            return None
+        # every row refused: another process switched models between the check and the write
+        self._set("waiting_for_backend", "the database records another embedding model; tasks left to its process")
+        return self.delay
 
     def _after_batch_failure(self, work: list[tuple[_Task, tuple]], err: EmbeddingError) -> float | None:
         try:
@@ -360,14 +368,17 @@ class TaskQueue:
                 self._complete([(task, row)], vec)
         return None
 
-    def _complete(self, work: list[tuple[_Task, tuple]], vectors) -> None:
+    def _complete(self, work: list[tuple[_Task, tuple]], vectors) -> bool:
         """Write each vector and delete its task in ONE transaction — only if the task still
-        exists (a vanished task cancels the write) and the row's text is unchanged."""
-        written = []
+        exists (a vanished task cancels the write), the row's text is unchanged and the
+        database still records this process's model. False when that last check refused
+        every row (the caller backs off instead of spinning)."""
+        written, refused = [], 0
         with self._write() as (conn, after):
             for (task, row), vec in zip(work, vectors):
                 if self.engine.vector_for_write(conn, vec) is None:
-                    continue  # another process switched models meanwhile: keep the task
+                    refused += 1  # another process switched models meanwhile: keep the task
+                    continue
                 if conn.execute("SELECT 1 FROM pending_memory_tasks WHERE id = ? AND status = 'pending'",
                                 (task.id,)).fetchone() is None:
                     continue
@@ -387,6 +398,7 @@ class TaskQueue:
             for task, row, vec in written:
                 after.append(lambda t=task, r=row, v=vec: self.engine.index_add(t.table, t.row_id, *r[1:5], v))
         self.completed += len(written)
+        return refused < len(work)
 
     def _retry_or_fail(self, task: _Task, error: str) -> None:
         with self._write() as (conn, after):

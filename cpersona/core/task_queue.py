@@ -372,13 +372,13 @@ class TaskQueue:
         """Write each vector and delete its task in ONE transaction — only if the task still
         exists (a vanished task cancels the write), the row's text is unchanged and the
         database still records this process's model. False when that last check refused
-        every row (the caller backs off instead of spinning)."""
-        written, refused = [], 0
+        the batch (the caller backs off instead of spinning)."""
+        written = []
         with self._write() as (conn, after):
+            # one batch, one model: a single check covers every vector of it
+            if work and self.engine.vector_for_write(conn, vectors[0]) is None:
+                return False  # another process switched models meanwhile: keep the tasks
             for (task, row), vec in zip(work, vectors):
-                if self.engine.vector_for_write(conn, vec) is None:
-                    refused += 1  # another process switched models meanwhile: keep the task
-                    continue
                 if conn.execute("SELECT 1 FROM pending_memory_tasks WHERE id = ? AND status = 'pending'",
                                 (task.id,)).fetchone() is None:
                     continue
@@ -398,7 +398,7 @@ class TaskQueue:
             for task, row, vec in written:
                 after.append(lambda t=task, r=row, v=vec: self.engine.index_add(t.table, t.row_id, *r[1:5], v))
         self.completed += len(written)
-        return refused < len(work)
+        return True
 
     def _retry_or_fail(self, task: _Task, error: str) -> None:
         with self._write() as (conn, after):

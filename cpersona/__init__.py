@@ -1,8 +1,9 @@
 """cpersona — persistent memory for LLM agents, served over MCP.
 
-The package is split into a plain-Python core (`cpersona.core`: configuration, storage,
-retrieval, embedding) that knows nothing of MCP, and a thin MCP layer (`cpersona.mcp`)
-that validates tool arguments and calls the core.
+Layers (docs/architecture.md): `mcp` and `cli` are thin edges over `service`, which
+composes `calibration` and `jobs`, which use `retrieval`, `index`, `embedding` and
+`policy`, which sit on `storage` (the only layer that writes SQL), which sits on `config`,
+`errors` and `util`.
 """
 
 __version__ = "0.1.0"

@@ -24,8 +24,8 @@ from typing import Any, Awaitable, Callable
 import anyio
 import pytest
 
-from cpersona.core.config import Settings
-from cpersona.core.engine import Engine
+from cpersona.config import Settings
+from cpersona.service.engine import Engine
 from cpersona.devtools.fake_embed import FakeEmbedServer
 
 #: Seconds one spawned MCP scenario may take before the test fails (hang guard, not a timing assertion).

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from cpersona.core.config import Settings
-from cpersona.core.engine import Engine
-from cpersona.core.retrieval.pipeline import RecallRequest
+from cpersona.config import Settings
+from cpersona.service.engine import Engine
+from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.devtools.fake_embed import fake_vector
 
 TOPICS = [

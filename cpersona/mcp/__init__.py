@@ -1,1 +1,1 @@
-"""The thin MCP layer: tool schemas and argument validation over `cpersona.core`."""
+"""The MCP edge: the server, tool schemas and result serialisation over the service layer."""

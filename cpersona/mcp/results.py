@@ -1,4 +1,4 @@
-"""How tool results travel: one JSON object in one text block (spec tools.md §0.1–§0.2).
+"""How tool results travel: one JSON object in one text block.
 
 `call(fn)` runs a core call and turns the two failure kinds into the documented shapes:
 an `InvalidArgument` becomes `{ok: false, error}` naming the argument, and an unexpected
@@ -12,7 +12,7 @@ import json
 import logging
 from typing import Any, Callable
 
-from cpersona.core.errors import InvalidArgument
+from cpersona.errors import InvalidArgument
 
 log = logging.getLogger("cpersona.mcp")
 

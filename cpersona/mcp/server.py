@@ -5,8 +5,8 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 
 from cpersona import __version__
-from cpersona.core.engine import Engine
-from cpersona.mcp import tools_manage, tools_memory, tools_quality
+from cpersona.mcp.tools import manage, memory, quality
+from cpersona.service.engine import Engine
 
 SERVER_NAME = "cloto-mcp-cpersona"
 INSTRUCTIONS = (
@@ -16,7 +16,7 @@ INSTRUCTIONS = (
 )
 
 #: Tool groups, each a module with `register(app, engine)`.
-TOOL_MODULES = (tools_manage, tools_memory, tools_quality)
+TOOL_MODULES = (manage, memory, quality)
 
 
 def _start_after_handshake(engine: Engine):

@@ -1,0 +1,113 @@
+"""The startup recalibration (a background thread; never blocks the MCP handshake; only
+with an embedding backend).
+
+A fresh sidecar was already restored by `CalibrationState`. A stale, corrupt or lost one —
+or none at all on a corpus with vectors — triggers a recalibration of the global threshold
+and of every agent owning ≥ 10 memories embedded by the active model
+(CPERSONA_CALIBRATE_ON_MODEL_CHANGE, default on; CPERSONA_AUTO_CALIBRATE recalibrates at
+every start). Until it lands recall uses the heuristic gate and says so in its `gate`
+field; a failure is reported the same way, never swallowed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from cpersona.calibration import sidecar
+from cpersona.calibration.fused import MIN_EMBEDDINGS
+from cpersona.storage.meta import VectorState
+
+if TYPE_CHECKING:
+    from cpersona.calibration.runner import Calibration
+
+log = logging.getLogger(__name__)
+
+#: Seconds to wait for an HTTP backend to reveal its dimension.
+DIM_TIMEOUT = 120.0
+_RECALIBRATED = {"stale": "recalibrated", "corrupt": "recalibrated_corrupt", "lost": "recalibrated_lost"}
+
+
+def plan(cal: "Calibration") -> str:
+    """What this start does: restored | noop | gate_calibrated | recalibrated* | auto | initial."""
+    s = cal.settings
+    state = cal.sidecar_state
+    if state == "ok" and not s.auto_calibrate:
+        if s.fused_gate_enabled and cal.thresholds and cal.signal != cal.active_signal():
+            return "gate_calibrated"
+        return "restored"
+    changed = state in ("absent", "lost", "corrupt", "stale")
+    if not (s.auto_calibrate or (s.calibrate_on_model_change and changed)):
+        return "noop"
+    return _RECALIBRATED.get(state, "auto" if s.auto_calibrate else "initial")
+
+
+def run(cal: "Calibration") -> None:
+    """The thread body: plan, then recalibrate what the plan says; progress in `cal.startup`."""
+    action = plan(cal)
+    cal.startup.action = action
+    if action in ("restored", "noop"):
+        if action == "noop" and cal.sidecar_state == "stale":
+            log.warning("%s; stale gates are not applied (CPERSONA_CALIBRATE_ON_MODEL_CHANGE=false)", cal.problem)
+        return
+    cal.startup.running = True
+    try:
+        _recalibrate(cal, action)
+    except Exception as err:  # noqa: BLE001 — reported through status() and the recall notice
+        log.warning("startup calibration failed: %s", err)
+        cal.startup.error = f"{type(err).__name__}: {err}"
+        if cal.problem:
+            cal.problem += f"; recalibration at startup failed: {err}"
+    finally:
+        cal.startup.running = False
+        cal.startup.finished_at = datetime.now(timezone.utc).isoformat()
+
+
+def _recalibrate(cal: "Calibration", action: str) -> None:
+    if cal.current_fingerprint() is None:  # no vectors stored yet (or a re-embedding is pending)
+        cal.startup.action = "noop"
+        return
+    dim = _wait_dim(cal)
+    if dim is None:
+        if cal.stopping():
+            return
+        raise RuntimeError("embedding dimension unknown (backend not answering)")
+    if cal.sidecar_state in ("stale", "corrupt") and cal.path is not None:
+        loaded = cal.loaded
+        sidecar.backup(cal.path, (loaded.data or {}).get("scoring_version") if loaded.status == "ok" else "corrupt")
+    stale = (cal.vectors.current_state() or VectorState()).stale_range("memories")
+    with cal.db.read() as s:
+        agents = s.vectors.agents_with_vectors(dim, stale, MIN_EMBEDDINGS)
+    if not agents:
+        cal.startup.action = "noop"
+        return
+    if action != "gate_calibrated":
+        res = cal.calibrate("", persist=False)
+        if not res.get("ok"):
+            raise RuntimeError(res.get("error"))
+    done = 0
+    for agent in agents:
+        if cal.stopping():
+            return
+        done += bool(cal.calibrate(agent, persist=False).get("ok"))
+    error = "persistence paused: calibration applied in memory only" if cal.pause.active() else cal.persist()
+    cal.startup.agents = done
+    cal.startup.error = error
+    cal.problem = ""
+
+
+def _wait_dim(cal: "Calibration") -> int | None:
+    """The backend's dimension (an HTTP backend learns it from its first answer: the vector
+    index and the fused-gate queries need it)."""
+    deadline = time.monotonic() + DIM_TIMEOUT
+    while not cal.stopping():
+        if cal.vectors.dim is not None:
+            return cal.vectors.dim
+        if cal.vectors.embed_texts(["calibration probe"]) is not None:
+            continue
+        if time.monotonic() > deadline:
+            return None
+        cal.wait(1.0)
+    return None

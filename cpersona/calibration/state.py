@@ -1,0 +1,322 @@
+"""The calibration state of one process: per-agent vector thresholds, fused gates and
+precision overrides (β), what they were measured with (the fingerprint), and what a
+recall uses (`gate_for`).
+
+A sidecar whose fingerprint (scoring version, embedding model and dimension of the stored
+vectors) matches is restored at once; a stale, corrupt or lost one is recorded as the
+reason the gates are heuristic (`problem`), shown in every recall's `gate` notice until a
+recalibration lands. Precision overrides (β) are never discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cpersona.calibration import sidecar
+from cpersona.calibration.ports import VectorSpace
+from cpersona.calibration.precision import global_beta
+from cpersona.calibration.stats import rounded
+from cpersona.config import Settings
+from cpersona.retrieval.gate import AgentGate
+from cpersona.storage import Database
+
+log = logging.getLogger(__name__)
+#: Fingerprint of the scoring functions the gates were measured with; bump on any change
+#: to fusion, penalties, confidence or the gate rules (a mismatch makes the sidecar stale).
+SCORING_VERSION = "cpersona-q4.3-cc"
+
+
+def scoring_version(settings: Settings) -> str:
+    """SCORING_VERSION plus the settings that change the scores the gates key on (fusion
+    mode, cc α), e.g. "cpersona-q4.3-cc/cc/alpha=0.2": changing either makes a sidecar stale."""
+    return f"{SCORING_VERSION}/{settings.recall_mode}/alpha={settings.cc_alpha:g}"
+
+
+@dataclass
+class Fingerprint:
+    """What calibrated numbers were measured with."""
+
+    model: str | None
+    dim: int | None
+    scoring_version: str = SCORING_VERSION
+
+    def describe(self) -> str:
+        return f"model {self.model or '?'} ({self.dim or '?'}-d), scoring {self.scoring_version}"
+
+
+@dataclass
+class Startup:
+    """Progress of the startup recalibration (shown by get_recall_precision)."""
+
+    action: str = "pending"
+    running: bool = False
+    error: str = ""
+    finished_at: str = ""
+    agents: int = 0
+
+
+class CalibrationState:
+    """Thresholds, gates and β per agent, with their fingerprint. Thread-safe."""
+
+    def __init__(self, settings: Settings, db: Database, vectors: VectorSpace) -> None:
+        self.settings = settings
+        self.db = db
+        self.vectors = vectors
+        self.path: Path | None = sidecar.path_for(settings.db_file)
+        self._lock = threading.RLock()
+        self.global_threshold: float | None = None
+        self.thresholds: dict[str, float] = {}
+        self.gates: dict[str, float] = {}
+        self.betas: dict[str, float] = {}
+        self.signal: str | None = None
+        self.global_fused_gate: float | None = None
+        self.calibrated_at: str | None = None
+        self.fingerprint: Fingerprint | None = None  # what the applied numbers were measured with
+        self.failures: dict[str, str] = {}
+        self.removed: set[str] = set()
+        self.cleared_betas: set[str] = set()
+        self.problem = ""  # sidecar-level reason the gates are heuristic (shown in recall)
+        self.sidecar_state = "absent"
+        self.sidecar_error = ""
+        self.startup = Startup()
+        self.loaded = sidecar.load(self.path)
+        self._restore()
+
+    # ------------------------------------------------------------ identity
+    def active_signal(self) -> str | None:
+        """The score the gate keys on: confidence when enabled, else the fusion mode's."""
+        s = self.settings
+        if s.confidence_enabled:
+            return "confidence"
+        return s.recall_mode if s.recall_mode in ("cc", "rsf", "rrf") else None
+
+    def current_fingerprint(self) -> Fingerprint | None:
+        """Identity of the stored vectors (the DB's record; the live one once reconciled)."""
+        state = self.vectors.current_state()
+        if state is None:
+            with self.db.read() as s:
+                state = s.meta.vector_state()
+        if state.model is None or state.pending:
+            return None
+        return Fingerprint(state.model, state.dim)
+
+    def stale_reason(self, data: dict[str, Any]) -> str:
+        """'' when a sidecar payload describes the live vectors and scoring, else why not."""
+        current = self.current_fingerprint()
+        version = scoring_version(self.settings)
+        if data.get("scoring_version") != version:
+            return f"scoring version {data.get('scoring_version')!r} ≠ {version!r}"
+        if current is None:
+            return "no current vectors to compare with (none stored, or a re-embedding is pending)"
+        if (data.get("embedding_model"), data.get("embedding_dim")) != (current.model, current.dim):
+            return (f"measured with {data.get('embedding_model')} ({data.get('embedding_dim')}-d), the stored vectors "
+                    f"are {current.model} ({current.dim}-d)")
+        return ""
+
+    def _restore(self) -> None:
+        """Apply a fresh sidecar now (cheap, synchronous); otherwise record why not."""
+        loaded = self.loaded
+        self.sidecar_state = loaded.status
+        if self.vectors.model_id is None:
+            self.startup.action = "not_applicable"
+            return
+        if loaded.status == "corrupt":
+            self.sidecar_error = loaded.error
+            self.problem = f"calibration file {self.path.name if self.path else ''} is unreadable ({loaded.error})"
+            return
+        if loaded.status == "absent":
+            self._check_lost()
+            return
+        data = loaded.data
+        for agent, beta in data.get("agent_betas", {}).items():
+            self.betas[agent] = float(beta)  # precision overrides are never discarded
+        reason = self.stale_reason(data)
+        if reason:
+            self.sidecar_state = "stale"
+            self.problem = f"calibration file is stale: {reason}"
+            return
+        with self._lock:
+            self.global_threshold = data.get("global_threshold")
+            self.thresholds = {a: float(v) for a, v in data.get("agent_thresholds", {}).items()}
+            self.gates = {a: float(v) for a, v in data.get("agent_fused_gates", {}).items()}
+            self.signal = data.get("fused_gate_signal")
+            self.global_fused_gate = data.get("global_fused_gate")
+            self.calibrated_at = data.get("calibrated_at")
+            self.fingerprint = Fingerprint(data.get("embedding_model"), data.get("embedding_dim"))
+        self.startup.action = "restored"
+
+    def _check_lost(self) -> None:
+        """No file: 'lost' when the database records that one was written."""
+        with self.db.read() as s:
+            record = sidecar.recorded(s)
+        if record is not None:
+            self.sidecar_state = "lost"
+            when = record.get("calibrated_at") or "earlier"
+            self.problem = (f"calibration file {self.path.name if self.path else '(none)'} is missing although this "
+                            f"database was calibrated ({when}); it was not restored with the database")
+
+    # ------------------------------------------------------------- read side
+    def beta(self, agent_id: str) -> float:
+        """The agent's β (its override, else the server default)."""
+        with self._lock:
+            return self.betas.get(agent_id, global_beta(self.settings))
+
+    def vector_threshold(self, agent_id: str) -> float:
+        """The agent's calibrated cosine threshold, else the global one, else the setting."""
+        with self._lock:
+            if self._fresh() and agent_id in self.thresholds:
+                return self.thresholds[agent_id]
+            if self._fresh() and self.global_threshold is not None:
+                return self.global_threshold
+        return self.settings.vector_min_similarity
+
+    def _fresh(self) -> bool:
+        """The applied numbers still describe the live vectors (model not changed since)."""
+        if self.fingerprint is None:
+            return False
+        state = self.vectors.current_state()
+        if state is None:
+            return True
+        return not state.pending and (state.model, state.dim) == (self.fingerprint.model, self.fingerprint.dim)
+
+    def gate_for(self, agent_id: str) -> AgentGate:
+        """The calibrated gate of `agent_id` for one recall, or the heuristic plus the
+        notice explaining why (None when nothing is wrong)."""
+        threshold = self.vector_threshold(agent_id)
+        if self.vectors.model_id is None:
+            return AgentGate(threshold)
+        with self._lock:
+            fresh = self._fresh()
+            calibrated = fresh and agent_id in self.thresholds
+            signal = self.active_signal()
+            gate = self.gates.get(agent_id) if calibrated and self.signal == signal else None
+            failure = self.failures.get(agent_id)
+            problem = self.problem
+            if self.fingerprint is not None and not fresh:
+                problem = ("the embedding model changed since calibration "
+                           f"({self.fingerprint.describe()}); gates wait for recalibration")
+            running = self.startup.running
+        return AgentGate(
+            vector_threshold=threshold,
+            fused_gate=gate if self.settings.fused_gate_enabled else None,
+            signal=signal,
+            cosine_min=threshold if calibrated else None,
+            notice=self._notice(agent_id, calibrated, gate, failure, problem, running, signal),
+        )
+
+    def _notice(self, agent_id: str, calibrated: bool, gate: float | None, failure: str | None, problem: str,
+                running: bool, signal: str | None) -> dict[str, Any] | None:
+        if failure:
+            return {"state": "heuristic" if gate is None else "partial", "reason": failure,
+                    "fix": f"call calibrate_threshold(agent_id={agent_id!r}) once the agent has ≥ 10 embedded memories"}
+        if not calibrated and problem:
+            return {"state": "heuristic", "reason": problem,
+                    "fix": ("recalibration is running in the background" if running else
+                            f"call calibrate_threshold(agent_id={agent_id!r}) (or restore the calibration file)")}
+        if calibrated and gate is None and self.settings.fused_gate_enabled and signal and \
+                self.signal not in (None, signal):
+            return {"state": "partial", "reason": f"fused gate was calibrated on {self.signal!r}, recall now keys on "
+                    f"{signal!r}", "fix": f"call calibrate_threshold(agent_id={agent_id!r})"}
+        return None
+
+    def status(self, agent_id: str) -> dict[str, Any]:
+        """Calibration state of one agent (get_recall_precision)."""
+        g = self.gate_for(agent_id)
+        with self._lock:
+            out: dict[str, Any] = {
+                "state": "calibrated" if g.cosine_min is not None else "heuristic",
+                "vector_threshold": rounded(g.vector_threshold),
+                "fused_gate": rounded(g.fused_gate), "signal": self.signal if g.fused_gate is not None else None,
+                "sidecar": self.sidecar_state, "calibrated_at": self.calibrated_at,
+                "startup": {"action": self.startup.action, "running": self.startup.running,
+                            **({"error": self.startup.error} if self.startup.error else {})},
+            }
+        if g.notice:
+            out["notice"] = g.notice
+        return out
+
+    # ------------------------------------------------------------ write side
+    def drop_agent(self, agent_id: str) -> int:
+        """Forget the agent's threshold, gate, β and failure; returns how many were held."""
+        with self._lock:
+            dropped = 0
+            for table in (self.thresholds, self.gates, self.betas, self.failures):
+                if table.pop(agent_id, None) is not None:
+                    dropped += 1
+            self.removed.add(agent_id)
+        return dropped
+
+    def set_beta(self, agent_id: str, beta: float | None) -> float | None:
+        """Set (or clear with None) the agent's β; returns the previous override."""
+        with self._lock:
+            before = self.betas.get(agent_id)
+            if beta is None:
+                self.betas.pop(agent_id, None)
+                self.cleared_betas.add(agent_id)
+            else:
+                self.betas[agent_id] = beta
+                self.cleared_betas.discard(agent_id)
+            return before
+
+    def restore_beta(self, agent_id: str, expected: float | None, previous: float | None) -> None:
+        """Roll back `set_beta` after a failed recalibration, unless another writer changed
+        the override meanwhile (its value is no longer `expected`)."""
+        with self._lock:
+            if self.betas.get(agent_id) != expected:
+                return
+            if previous is None:
+                self.betas.pop(agent_id, None)
+            else:
+                self.betas[agent_id] = previous
+                self.cleared_betas.discard(agent_id)
+
+    # ------------------------------------------------------------- persisting
+    def payload(self) -> dict[str, Any]:
+        """The sidecar content; entries another process added meanwhile (same fingerprint
+        only) are carried over, except for agents purged or β cleared here."""
+        with self._lock:
+            fp = self.fingerprint or self.current_fingerprint() or Fingerprint(None, None)
+            payload: dict[str, Any] = {
+                "format": sidecar.FORMAT, "embedding_dim": fp.dim, "embedding_model": fp.model,
+                "scoring_version": scoring_version(self.settings), "global_threshold": self.global_threshold,
+                "agent_thresholds": dict(self.thresholds), "global_fused_gate": self.global_fused_gate,
+                "agent_fused_gates": dict(self.gates), "fused_gate_signal": self.signal,
+                "agent_betas": dict(self.betas),
+                "calibrated_at": datetime.now(timezone.utc).isoformat(),
+            }
+            removed = set(self.removed)
+            cleared = set(self.cleared_betas)
+        current = sidecar.load(self.path)
+        if current.status == "ok" and not self.stale_reason(current.data) and \
+                (current.data.get("embedding_model"), current.data.get("embedding_dim")) == (fp.model, fp.dim):
+            for key in ("agent_thresholds", "agent_fused_gates", "agent_betas"):
+                for agent, value in current.data.get(key, {}).items():
+                    if key == "agent_betas" and agent in cleared:
+                        continue
+                    if agent not in removed and agent not in payload[key]:
+                        payload[key][agent] = value
+        return payload
+
+    def persist(self) -> str:
+        """Write the sidecar (and note it in the DB). Returns '' or the error text."""
+        if self.path is None:
+            return "in-memory database: nothing is persisted"
+        payload = self.payload()
+        error = sidecar.write_atomic(self.path, payload)
+        with self._lock:
+            if error:
+                self.sidecar_error = error
+                log.warning("calibration file %s could not be written: %s", self.path, error)
+                return error
+            self.sidecar_state, self.sidecar_error = "ok", ""
+        try:
+            with self.db.write() as s:
+                sidecar.record_written(s, self.path, payload["calibrated_at"])
+        except Exception as err:  # noqa: BLE001 — the file is written; the record only improves diagnostics
+            log.warning("could not record the calibration file in the database: %s", err)
+        return ""

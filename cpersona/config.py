@@ -1,0 +1,240 @@
+"""Settings: one declared, typed, bounded and described field per CPERSONA_* variable.
+
+`Settings.from_env()` reads `CPERSONA_<FIELD>` (or the unprefixed alias the original
+CPersona documents, e.g. EMBEDDING_MODE; the prefixed name wins when both are set and
+non-empty). Empty values mean "default". Booleans accept true/false/1/0/yes/no/on/off.
+A malformed or out-of-range value raises `ConfigError` naming the variable and the expected
+form — startup stops with that one line rather than guessing a default.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Mapping, get_args, get_origin
+
+from annotated_types import Ge, Le
+from pydantic import BaseModel, ConfigDict, Field
+
+from cpersona.errors import ConfigError
+
+__all__ = ["ConfigError", "SETTINGS", "Setting", "Settings"]
+
+
+def _alias(name: str) -> dict[str, Any]:
+    return {"json_schema_extra": {"alias": name}}
+
+
+class Settings(BaseModel):
+    """Resolved configuration (frozen). Build with `Settings.from_env()`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # ------------------------------------------------------------------ storage
+    db_path: str = Field("data/cpersona.db", description="SQLite database file (`~` expanded; `:memory:` = RAM only).")
+    fts_enabled: bool = Field(True, description="Keep the FTS5 trigram indexes; false = LIKE keyword search only.")
+    max_content_length: int = Field(16000, ge=1, le=10_000_000, description="Longest memory / summary, in characters.")
+    max_profile_length: int = Field(2000, ge=1, le=1_000_000, description="Longest profile, in characters (cut beyond).")
+    max_metadata_length: int = Field(8000, ge=2, le=1_000_000, description="Longest source / metadata JSON, in characters.")
+    # ---------------------------------------------------------------- embedding
+    embedding_mode: Literal["auto", "none", "http", "local"] = Field(
+        "auto", description="auto = http if a URL is set, else the bundled model if installed, else none.",
+        **_alias("EMBEDDING_MODE"))
+    embedding_url: str = Field("", description="The /embed endpoint of an HTTP embedding server.",
+                               **_alias("EMBEDDING_HTTP_URL"))
+    local_model: Literal["use", "e5"] = Field("use", description="Bundled model: use (USE multilingual, 512-d) or e5.")
+    embedding_model: str = Field("", description="Model label recorded with HTTP vectors when the server sends none.",
+                                 **_alias("EMBEDDING_MODEL"))
+    embedding_threads: int = Field(1, ge=1, le=64, description="BLAS/OpenMP threads for the bundled model.")
+    embedding_timeout_secs: float = Field(30.0, ge=0.1, le=600, description="Seconds one HTTP embedding call may take.")
+    embedding_cache_size: int = Field(256, ge=0, le=1_000_000, description="Query vectors cached (LRU; 0 = off).")
+    embedding_cache_ttl: float = Field(300.0, ge=0, le=86400 * 365, description="Seconds a cached query vector lives.")
+    degraded_advisory: bool = Field(True, description="Tell the agent in recall when search runs without vectors.")
+    # ----------------------------------------------------------- task queue
+    task_queue_enabled: bool = Field(True, description="Run the background worker that embeds rows stored without a vector.")
+    task_retry_delay: float = Field(30.0, ge=0.05, le=86400, description="Seconds between retries of a failing task.")
+    task_max_retries: int = Field(3, ge=1, le=1000, description="Failed attempts before a task is marked failed.")
+    # ------------------------------------------------------ operating context
+    operating_context: Literal["on", "off"] = Field("on", description="off = ignore the operating-context file.")
+    operating_context_path: str = Field("", description="Operating-context TOML ('' = ~/.cpersona/operating-context.toml).")
+    # --------------------------------------------------------------- retrieval
+    recall_mode: Literal["cc", "rrf", "rsf", "cascade"] = Field(
+        "cc", description="Fusion: cc (convex combination), rrf, rsf or the legacy cascade.")
+    cc_alpha: float = Field(0.2, ge=0.0, le=1.0, description="Weight of the cosine in cc fusion (1 − α on keywords).")
+    rrf_k: int = Field(60, ge=1, le=100_000, description="The k of reciprocal rank fusion (Cormack et al. 2009).")
+    vector_weight: float = Field(1.0, ge=0.0, le=100.0, description="Weight of the vector channel in rrf / rsf.")
+    max_memories: int = Field(10000, ge=1, le=10_000_000,
+                              description="Vector scan window: newest embedded rows searched per recall (not a cap).")
+    vector_min_similarity: float = Field(0.3, ge=-1.0, le=1.0, description="Cosine floor of the vector retriever "
+                                         "(uncalibrated; the retriever keeps half of it outside cascade).")
+    recall_preview_chars: int = Field(500, ge=0, le=10_000_000,
+                                      description="Recall rows with a ref are cut to this prefix (0 = whole rows).")
+    episode_penalty_enabled: bool = Field(True, description="Rank rows older than the latest episode lower.")
+    episode_decay_rate: float = Field(0.01, ge=0.0, le=100.0, description="Episode boundary penalty decay per hour.")
+    episode_decay_floor: float = Field(0.5, ge=0.0, le=1.0, description="Smallest episode boundary penalty factor.")
+    autocut_enabled: bool = Field(True, description="Cut similarity-scale result lists at their largest score gap.")
+    autocut_min_gap_ratio: float = Field(0.15, ge=0.0, le=1.0, description="Gap / top score needed to cut.")
+    autocut_min_results: int = Field(3, ge=2, le=1000, description="Shortest list autocut considers.")
+    # ------------------------------------------------- gate, confidence, calibration
+    gate_enabled: bool = Field(True, description="Apply the quality gate (false returns every scored row).")
+    confidence_enabled: bool = Field(False, description="Rank and gate on the confidence score (cosine × time decay).")
+    cosine_floor: float = Field(0.20, ge=-1.0, le=1.0, description="Confidence: cosine mapped to 0.")
+    cosine_ceil: float = Field(0.75, ge=-1.0, le=1.0, description="Confidence: cosine mapped to 1.")
+    decay_rate: float = Field(0.005, ge=0.0, le=100.0, description="Confidence: time decay per hour of age.")
+    decay_floor: float = Field(0.3, ge=0.0, le=1.0, description="Confidence: smallest time decay.")
+    decay_ceil: float = Field(0.5, ge=0.0, le=1.0, description="Confidence: largest floor a recall boost can reach.")
+    recall_boost: float = Field(0.02, ge=0.0, le=10.0, description="Confidence: floor boost per ln(1 + recall_count).")
+    boost_decay_rate: float = Field(0.002, ge=0.0, le=100.0, description="Confidence: boost fade per hour since recall.")
+    min_time_range_hours: float = Field(24.0, ge=0.0, le=1e7, description="Confidence: smallest corpus time span.")
+    reference_hours: float = Field(168.0, ge=0.001, le=1e7, description="Confidence: span at which decay is not stretched.")
+    resolved_decay_factor: float = Field(0.3, ge=0.0, le=1.0, description="Confidence: factor of resolved episodes.")
+    recent_recall_penalty: float = Field(0.7, ge=0.0, le=1.0, description="Confidence: factor of a just-recalled row.")
+    recent_recall_window_min: float = Field(5.0, ge=0.0, le=1e6, description="Confidence: minutes a recall counts as recent.")
+    fused_gate_enabled: bool = Field(True, description="Calibrate and apply a gate on the fused score per agent.")
+    recall_precision: Literal["strict", "balanced", "lenient"] = Field(
+        "balanced", description="Default gate operating point (β 2.0 / 1.0 / 0.5).")
+    fused_gate_beta: float = Field(0.0, ge=0.0, le=100.0, description="Custom default β (> 0 overrides recall_precision).")
+    fused_gate_sample_queries: int = Field(40, ge=1, le=1000, description="Memories used as queries per calibration draw.")
+    fused_gate_calibration_draws: int = Field(5, ge=1, le=50, description="Calibration draws (median kept).")
+    fused_gate_min_keep: float = Field(0.9, ge=0.0, le=1.0, description="Share of positives a calibrated gate must keep.")
+    auto_calibrate: bool = Field(False, description="Recalibrate every agent at every start.")
+    calibrate_on_model_change: bool = Field(True, description="Recalibrate at start when calibration is stale or lost.")
+    calibrate_method: Literal["separation", "percentile", "zscore"] = Field(
+        "separation", description="Default calibrate_threshold method.")
+    calibrate_sample_size: int = Field(200, ge=1, le=100_000, description="Vectors sampled per calibration (default).")
+    calibrate_max_sample: int = Field(2000, ge=1, le=20_000, description="Largest sample_size a caller may ask for.")
+    calibrate_z_factor: float = Field(1.0, ge=-10.0, le=10.0, description="zscore method: mean + z·std.")
+    calibrate_percentile: float = Field(0.95, ge=0.0001, le=1.0, description="percentile method: quantile of the null.")
+    calibrate_floor: float = Field(0.05, ge=-1.0, le=1.0, description="Lowest calibrated threshold.")
+    calibrate_temporal_window_min: float = Field(30.0, ge=0.01, le=1e6,
+                                                 description="Minutes within which two memories count as one session.")
+    # ---------------------------------------------------------------- transport
+    transport: Literal["stdio", "streamable-http"] = Field("stdio", description="MCP transport.")
+    http_host: str = Field("127.0.0.1", description="Address the HTTP transport binds.")
+    http_port: int = Field(8402, ge=1, le=65535, description="Port of the HTTP transport.")
+    auth_token: str = Field("", description="Bearer token every HTTP request must carry.")
+    allow_unauthenticated_http: bool = Field(False, description="Serve HTTP without a token (explicit opt-in).")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("warning", description="Log level on stderr.")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        """Read every setting from `environ` (default `os.environ`); `overrides`
+        (field=value, used by tests and the CLI) win over the environment.
+
+        Raises:
+            ConfigError: e.g. "CPERSONA_RRF_K='abc' is invalid: expected an integer in [1, 100000]".
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for setting in SETTINGS:
+            raw, name = setting.lookup(env)
+            if raw is None:
+                continue
+            try:
+                values[setting.field] = setting.parse(raw)
+            except ValueError as err:
+                raise ConfigError(f"{name}={raw!r} is invalid: expected {err}") from None
+        values.update(overrides)
+        return cls(**values)
+
+    @property
+    def db_file(self) -> Path | None:
+        """Absolute DB path, or None for an in-memory database (":memory:")."""
+        if self.db_path == ":memory:":
+            return None
+        return Path(self.db_path).expanduser().resolve()
+
+
+# --------------------------------------------------------------- env parsing
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+_FORMS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One variable, derived from a `Settings` field: its type, default, bounds, alias."""
+
+    field: str
+    kind: type
+    default: Any
+    description: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+    alias: str | None = None
+
+    @property
+    def env(self) -> str:
+        return "CPERSONA_" + self.field.upper()
+
+    def describe(self) -> str:
+        """The accepted form, e.g. "an integer in [1, 100000]" or "one of cc, rrf"."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        form = _FORMS[self.kind]
+        if self.minimum is not None and self.maximum is not None:
+            return f"{form} in [{self._num(self.minimum)}, {self._num(self.maximum)}]"
+        if self.minimum is not None:
+            return f"{form} >= {self._num(self.minimum)}"
+        return form
+
+    def _num(self, value: float) -> str:
+        return str(int(value)) if self.kind is int else f"{value:g}"
+
+    def lookup(self, env: Mapping[str, str]) -> tuple[str | None, str]:
+        """(raw value, variable it came from); the prefixed name wins when non-empty."""
+        for name in (self.env, self.alias):
+            if name and env.get(name, "").strip() != "":
+                return env[name], name
+        return None, self.env
+
+    def parse(self, raw: str) -> Any:
+        """Convert `raw`; raises ValueError(describe()) when it breaks the rule."""
+        try:
+            value = _convert(self.kind, raw)
+        except ValueError:
+            raise ValueError(self.describe()) from None
+        if self.choices:
+            if value.lower() not in self.choices:
+                raise ValueError(self.describe())
+            return value.lower()
+        if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
+            raise ValueError(self.describe())
+        return value
+
+
+def _convert(kind: type, raw: str) -> Any:
+    text = raw.strip()
+    if kind is bool:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ValueError(text)
+    if kind is float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError(text)
+        return value
+    return int(text) if kind is int else text
+
+
+def _setting(name: str, info: Any) -> Setting:
+    annotation = info.annotation
+    choices = get_args(annotation) if get_origin(annotation) is Literal else None
+    kind = str if choices else annotation
+    bounds = {type(m): m for m in info.metadata}
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    ge, le = bounds.get(Ge), bounds.get(Le)
+    return Setting(
+        name, kind, info.default, info.description or "",
+        minimum=ge.ge if ge is not None else None, maximum=le.le if le is not None else None,
+        choices=tuple(choices) if choices else None, alias=extra.get("alias"),
+    )
+
+
+#: Every setting in declaration order (the table docs and `from_env` are built from).
+SETTINGS: tuple[Setting, ...] = tuple(_setting(name, info) for name, info in Settings.model_fields.items())

@@ -1,1 +1,0 @@
-"""The MCP-free core: configuration, storage, embedding and retrieval."""

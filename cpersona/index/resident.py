@@ -1,0 +1,85 @@
+"""`ResidentIndexes`: the two `VectorIndex`es (memories, episodes) of one process, loaded
+from storage on first use and kept in step with the file.
+
+* Writes of this process update them after COMMIT (`add` / `remove`, registered with
+  `Session.after`), in commit order.
+* Another process committing to the file is noticed through `PRAGMA data_version`
+  (`changed_elsewhere`); the indexes are then dropped and reloaded on next use.
+Thread-safe: one re-entrant lock guards loading and every change.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from cpersona.index.vector_index import VectorIndex
+from cpersona.storage import Database
+from cpersona.storage.codec import from_blob
+from cpersona.storage.meta import TABLES, VectorState
+from cpersona.storage.records import RowRef
+
+Indexes = dict[str, VectorIndex]
+
+
+def load_index(db: Database, table: str, dim: int, stale: tuple[int, int]) -> VectorIndex:
+    """A `VectorIndex` of every vector of `table` embedded by the active model."""
+    index = VectorIndex(dim)
+    with db.read() as s:
+        for row in s.vectors.embedded_rows(table, dim, stale):
+            vec = from_blob(row.embedding)
+            if vec is not None:
+                index.add(row.id, row.agent_id, row.project_id, row.channel, row.created_at, vec)
+    return index
+
+
+class ResidentIndexes:
+    """The loaded indexes (or none yet) and the file version they reflect."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.lock = threading.RLock()
+        self._indexes: Indexes | None = None
+        self._data_version = db.data_version()
+
+    def get(self, dim: int, state: VectorState) -> Indexes:
+        """The indexes for dimension `dim`, loading them (outside `state`'s stale ranges)
+        when absent or built for another dimension."""
+        with self.lock:
+            if self._indexes is None or self._indexes["memories"].dim != dim:
+                self._indexes = {t: load_index(self.db, t, dim, state.stale_range(t)) for t in TABLES}
+            return self._indexes
+
+    def invalidate(self) -> None:
+        """Drop the indexes; the next `get` reloads them."""
+        with self.lock:
+            self._indexes = None
+
+    def changed_elsewhere(self) -> bool:
+        """True (and the indexes dropped) when another connection committed to the file."""
+        version = self.db.data_version()
+        if version == self._data_version:
+            return False
+        self._data_version = version
+        self.invalidate()
+        return True
+
+    def add(self, table: str, ref: RowRef, vec: np.ndarray) -> None:
+        """Put one freshly written vector into the loaded index (no-op when not loaded)."""
+        with self.lock:
+            if self._indexes is not None:
+                self._indexes[table].add(ref.id, ref.agent_id, ref.project_id, ref.channel, ref.created_at, vec)
+
+    def remove(self, table: str, row_id: int) -> None:
+        """Forget one row's vector: deleted, or its text changed."""
+        with self.lock:
+            if self._indexes is not None:
+                self._indexes[table].remove(row_id)
+
+    def remove_agent(self, agent_id: str) -> None:
+        """Forget every vector of `agent_id`."""
+        with self.lock:
+            if self._indexes is not None:
+                for index in self._indexes.values():
+                    index.remove_agent(agent_id)

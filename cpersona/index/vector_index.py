@@ -1,0 +1,241 @@
+"""Resident vector index: the scan window's vectors kept in memory as numpy matrices.
+
+One `VectorIndex` per table (memories, episodes). Rows are partitioned by agent_id, because
+every recall filters on one exact agent; each partition is a growable float32 matrix plus
+row metadata (id, project code, channel code) kept in (created_at, id) order, so the scan
+window — the newest `window` embedded rows that satisfy the scope —
+is the tail of the masked partition. A search is one matrix–vector product over the
+agent's rows: no per-query BLOB scan of the table.
+
+The index is updated by the write path (add / remove) and reloaded wholesale by the
+owner when another process changed the file (see `index.resident.ResidentIndexes`).
+Thread-safe: every public method holds the index's own lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cpersona.storage.scope import Scope
+
+_INITIAL_CAPACITY = 64
+
+
+class _Codes:
+    """Interns strings (project_id, channel) to small ints for vectorised filters."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, int] = {"": 0}
+
+    def code(self, value: str) -> int:
+        return self._codes.setdefault(value, len(self._codes))
+
+    def lookup(self, value: str) -> int:
+        """Code of `value`, or -1 if it was never interned (matches nothing)."""
+        return self._codes.get(value, -1)
+
+
+@dataclass
+class _Partition:
+    """Rows of one agent. Arrays are allocated to `capacity`; rows [0, n) are live."""
+
+    dim: int
+    n: int = 0
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(_INITIAL_CAPACITY, np.int64))
+    keys: list[str] = field(default_factory=list)
+    projects: np.ndarray = field(default_factory=lambda: np.zeros(_INITIAL_CAPACITY, np.int32))
+    channels: np.ndarray = field(default_factory=lambda: np.zeros(_INITIAL_CAPACITY, np.int32))
+    matrix: np.ndarray | None = None
+    ordered: bool = True
+
+    def __post_init__(self) -> None:
+        self.matrix = np.zeros((_INITIAL_CAPACITY, self.dim), np.float32)
+
+    def _grow(self) -> None:
+        cap = len(self.ids) * 2
+        self.ids = np.resize(self.ids, cap)
+        self.projects = np.resize(self.projects, cap)
+        self.channels = np.resize(self.channels, cap)
+        grown = np.zeros((cap, self.dim), np.float32)
+        grown[: self.n] = self.matrix[: self.n]
+        self.matrix = grown
+
+    def append(self, row_id: int, key: str, project: int, channel: int, vector: np.ndarray) -> None:
+        if self.n == len(self.ids):
+            self._grow()
+        if self.keys and (key, row_id) < (self.keys[-1], int(self.ids[self.n - 1])):
+            self.ordered = False
+        i = self.n
+        self.ids[i], self.projects[i], self.channels[i] = row_id, project, channel
+        self.matrix[i] = vector
+        self.keys.append(key)
+        self.n += 1
+
+    def remove(self, row_id: int) -> bool:
+        hits = np.flatnonzero(self.ids[: self.n] == row_id)
+        if hits.size == 0:
+            return False
+        i = int(hits[0])
+        keep = np.ones(self.n, bool)
+        keep[i] = False
+        self._compact(np.flatnonzero(keep))
+        return True
+
+    def _compact(self, order: np.ndarray) -> None:
+        m = len(order)
+        self.ids[:m] = self.ids[order]
+        self.projects[:m] = self.projects[order]
+        self.channels[:m] = self.channels[order]
+        self.matrix[:m] = self.matrix[order]
+        self.keys = [self.keys[j] for j in order]
+        self.n = m
+
+    def sort(self) -> None:
+        if not self.ordered:
+            order = np.array(sorted(range(self.n), key=lambda j: (self.keys[j], int(self.ids[j]))), np.int64)
+            self._compact(order)
+            self.ordered = True
+
+
+class VectorIndex:
+    """Vectors of one table, dimension `dim`, partitioned by agent.
+
+    Args:
+        dim: vector dimension of the active embedding model; vectors of another
+            dimension are refused by `add` (they belong to another model).
+    """
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._parts: dict[str, _Partition] = {}
+        self._where: dict[int, str] = {}
+        self._projects = _Codes()
+        self._channels = _Codes()
+        self._lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def add(self, row_id: int, agent_id: str, project_id: str, channel: str, created_at: str, vector: np.ndarray) -> bool:
+        """Insert or replace row `row_id`. Returns False (and stores nothing) on a dim mismatch."""
+        if vector.shape != (self.dim,):
+            return False
+        with self._lock:
+            return self._add(row_id, agent_id, project_id, channel, created_at, vector)
+
+    def _add(self, row_id, agent_id, project_id, channel, created_at, vector) -> bool:
+        self.remove(row_id)
+        part = self._parts.get(agent_id)
+        if part is None:
+            part = self._parts[agent_id] = _Partition(self.dim)
+        part.append(row_id, created_at, self._projects.code(project_id), self._channels.code(channel), vector)
+        self._where[row_id] = agent_id
+        return True
+
+    def remove(self, row_id: int) -> None:
+        """Forget `row_id` if present."""
+        with self._lock:
+            agent = self._where.pop(row_id, None)
+            if agent is not None:
+                self._parts[agent].remove(row_id)
+
+    def remove_agent(self, agent_id: str) -> None:
+        """Forget every row of `agent_id`."""
+        with self._lock:
+            part = self._parts.pop(agent_id, None)
+            if part is not None:
+                for row_id in part.ids[: part.n].tolist():
+                    self._where.pop(row_id, None)
+
+    def search(
+        self,
+        query: np.ndarray,
+        scope: Scope,
+        window: int,
+        threshold: float,
+        limit: int,
+        allowed_ids: np.ndarray | None = None,
+    ) -> list[tuple[int, float]]:
+        """Cosine search inside the scan window.
+
+        Args:
+            query: L2-normalised float32 vector of shape (dim,).
+            scope: isolation axes; rows outside it are never scored.
+            window: CPERSONA_MAX_MEMORIES — only the newest `window` in-scope rows count.
+            threshold: minimum cosine kept.
+            limit: maximum rows returned.
+            allowed_ids: optional extra filter (e.g. rows matching a source_id prefix).
+
+        Returns:
+            [(row_id, cosine)] best first; ties broken by scan position (newest first).
+        """
+        if query.shape != (self.dim,) or limit <= 0:
+            return []
+        hits: list[tuple[float, int, int]] = []
+        with self._lock:
+            agents = [scope.agent_id] if scope.agent_id is not None else list(self._parts)
+            for agent in agents:
+                part = self._parts.get(agent)
+                if part is not None and part.n:
+                    hits.extend(self._search_part(part, query, scope, window, threshold, limit, allowed_ids))
+        hits.sort(key=lambda h: (-h[0], h[1]))
+        return [(row_id, cos) for cos, _, row_id in hits[:limit]]
+
+    def cosines(self, query: np.ndarray, row_ids: list[int]) -> dict[int, float]:
+        """Cosine of each listed row that the index holds, regardless of the scan window.
+
+        Args:
+            query: L2-normalised float32 vector of shape (dim,).
+            row_ids: ids of this table; unknown ids (no vector, a stale model's vector,
+                another dimension) are left out of the result.
+
+        Returns:
+            {row_id: cosine}.
+        """
+        if query.shape != (self.dim,) or not row_ids:
+            return {}
+        found: dict[int, float] = {}
+        with self._lock:
+            by_agent: dict[str, list[int]] = {}
+            for row_id in row_ids:
+                agent = self._where.get(row_id)
+                if agent is not None:
+                    by_agent.setdefault(agent, []).append(row_id)
+            for agent, ids in by_agent.items():
+                part = self._parts[agent]
+                pos = np.flatnonzero(np.isin(part.ids[: part.n], ids))
+                scores = np.clip(part.matrix[pos] @ query, -1.0, 1.0)
+                found.update(zip(part.ids[pos].tolist(), scores.tolist()))
+        return found
+
+    def _search_part(self, part, query, scope, window, threshold, limit, allowed_ids):
+        part.sort()
+        rows = self._scope_rows(part, scope, allowed_ids)[-window:]
+        if rows.size == 0:
+            return []
+        # One pass over the slice spanning the in-scope rows (a view, no copy), then pick
+        # them: cheaper than gathering a sub-matrix, and the scan window bounds the slice.
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        scores = (part.matrix[lo:hi] @ query)[rows - lo]
+        np.clip(scores, -1.0, 1.0, out=scores)  # float32 rounding: |u·v| may exceed 1 by ~1e-7
+        keep = np.flatnonzero(scores >= threshold)
+        if keep.size > limit:
+            keep = keep[np.argpartition(-scores[keep], limit - 1)[:limit]]
+        picked = rows[keep]
+        newest_first = part.n - 1 - picked
+        return [(float(s), int(pos), int(i)) for s, pos, i in zip(scores[keep], newest_first, part.ids[picked])]
+
+    def _scope_rows(self, part: _Partition, scope: Scope, allowed_ids: np.ndarray | None) -> np.ndarray:
+        mask = np.ones(part.n, bool)
+        if scope.project_id is not None:
+            code = self._projects.lookup(scope.project_id)
+            mask &= (part.projects[: part.n] == code) | (part.projects[: part.n] == 0)
+        if scope.channel:
+            code = self._channels.lookup(scope.channel)
+            mask &= (part.channels[: part.n] == code) | (part.channels[: part.n] == 0)
+        if allowed_ids is not None:
+            mask &= np.isin(part.ids[: part.n], allowed_ids)
+        return np.flatnonzero(mask)

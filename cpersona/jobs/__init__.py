@@ -1,0 +1,1 @@
+"""Background and long-running jobs: the durable task queue worker and re-embedding."""

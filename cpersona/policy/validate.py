@@ -1,0 +1,119 @@
+"""Argument checks shared by every entry point (MCP tools, CLI, direct service callers).
+
+Each check returns the clean value or raises `InvalidArgument(argument, rule)`; none of
+them touches the database, so a rejected call changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cpersona.errors import InvalidArgument
+from cpersona.util.time import parse_ts
+
+#: Longest accepted identifier (agent_id, project_id, channel, msg_id, source_id).
+MAX_ID_CHARS = 512
+MAX_TIMESTAMP_CHARS = 64
+MAX_LIMIT = 100
+#: Longest accepted recall query.
+MAX_QUERY_CHARS = 16000
+#: SQLite's largest INTEGER PRIMARY KEY.
+MAX_ROW_ID = 2**63 - 1
+
+
+def text(argument: str, value: Any, *, max_chars: int, allow_empty: bool = True) -> str:
+    """A string of at most `max_chars` characters (non-blank unless `allow_empty`)."""
+    if not isinstance(value, str):
+        raise InvalidArgument(argument, f"must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidArgument(argument, "must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(argument, "must be valid Unicode text (it contains a lone surrogate)") from None
+    if len(value) > max_chars:
+        raise InvalidArgument(argument, f"is {len(value)} characters; the limit is {max_chars}")
+    if not allow_empty and not value.strip():
+        raise InvalidArgument(argument, "must not be empty")
+    return value
+
+
+def identifier(argument: str, value: Any, *, allow_none: bool = False) -> str | None:
+    """agent_id / project_id / channel / msg_id: a string ≤ MAX_ID_CHARS ('' allowed)."""
+    if value is None and allow_none:
+        return None
+    return text(argument, value, max_chars=MAX_ID_CHARS)
+
+
+def limit(argument: str, value: Any, *, maximum: int = MAX_LIMIT) -> int:
+    """An integer in 1..maximum (booleans are not integers)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, f"must be an integer, got {type(value).__name__}")
+    if not 1 <= value <= maximum:
+        raise InvalidArgument(argument, f"must be between 1 and {maximum}, got {value}")
+    return value
+
+
+def boolean(argument: str, value: Any) -> bool:
+    """A real boolean (no truthy strings or integers)."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(argument, f"must be true or false, got {type(value).__name__}")
+    return value
+
+
+def timestamp(argument: str, value: Any) -> str:
+    """An ISO-8601 timestamp (e.g. 2026-11-29T10:00:00Z); naive means UTC."""
+    text(argument, value, max_chars=MAX_TIMESTAMP_CHARS)
+    if parse_ts(value) is None:
+        raise InvalidArgument(argument, f"must be an ISO-8601 timestamp like 2026-11-29T10:00:00Z, got {value!r}")
+    return value
+
+
+def json_object(argument: str, value: Any, *, max_chars: int) -> str:
+    """A JSON object (dict) whose serialised form is at most `max_chars`; returns the JSON text."""
+    if value is None:
+        return "{}"
+    if not isinstance(value, dict):
+        raise InvalidArgument(argument, f"must be an object, got {type(value).__name__}")
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise InvalidArgument(argument, f"must be JSON-serialisable ({err})") from None
+    if len(encoded) > max_chars:
+        raise InvalidArgument(argument, f"is {len(encoded)} characters as JSON; the limit is {max_chars}")
+    return encoded
+
+
+def string_list(argument: str, value: Any, *, max_items: int, max_chars: int) -> tuple[str, ...]:
+    """A list of at most `max_items` strings, each at most `max_chars`."""
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise InvalidArgument(argument, f"must be a list of strings, got {type(value).__name__}")
+    if len(value) > max_items:
+        raise InvalidArgument(argument, f"has {len(value)} items; the limit is {max_items}")
+    return tuple(text(f"{argument}[{i}]", item, max_chars=max_chars) for i, item in enumerate(value))
+
+
+def row_id(argument: str, value: Any) -> int:
+    """A positive integer row id (booleans are not integers)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, f"must be an integer, got {type(value).__name__}")
+    if not 1 <= value <= MAX_ROW_ID:
+        raise InvalidArgument(argument, f"must be an id between 1 and {MAX_ROW_ID}, got {value}")
+    return value
+
+
+def owner(value: Any) -> str | None:
+    """The optional ownership check of the row tools: None or '' → no check; else the agent."""
+    agent = identifier("agent_id", value, allow_none=True)
+    return agent or None
+
+
+def required_agent(value: Any, purpose: str) -> str:
+    """A non-empty agent_id; `purpose` completes "is required: name the agent …"."""
+    agent = identifier("agent_id", value)
+    if agent == "":
+        raise InvalidArgument("agent_id", "is required: name the agent" + (f" {purpose}" if purpose else ""))
+    return agent  # type: ignore[return-value]

@@ -1,0 +1,169 @@
+"""Quality gate: is a candidate good enough to return at all?
+
+The gate keys on the precedence chain confidence > rsf > cc > cosine > rrf — the same chain that names
+`match_reason.signal` — against the pool-size heuristic
+    min_score(pool) = 0.5 − 0.3 · min(1, ln(pool + 1) / ln 500)      (pool ≤ 0 → 0.5)
+(0.5 on an empty store, 0.2 from ≈500 rows); rrf rows compare against min_score · 3/(k+1),
+the same fraction of the largest possible rrf. A cc row passes when either of its
+evidences clears min_score on its own scale: its cosine, or its lexical score (bm25
+relative to the query's best keyword hit). Unscored rows (cascade keyword/episodes)
+pass only for a blank query or a pool ≥ 100.
+
+Our rule on top of the spec: an EXACT match is never gated. A row whose content contains
+the whole query, a quoted phrase of it, or one of its identifiers (tokens with digits,
+underscores, inner punctuation or camelCase: `CVE-2024-3094`, `ERR_TIMEOUT_1750`,
+`src/app.py`, `getUserName`) is kept whatever its score — the earlier system returned
+nothing for an exact error string on a 30-memory store with embeddings off. The rule holds
+under calibration and confidence scoring too, and autocut never cuts an exact match.
+
+Calibrated gate (cpersona/calibration/): when the agent has a fused gate measured on
+the active signal, rows keyed on that signal compare against it instead of the heuristic;
+a cc row then passes when its cc clears the gate OR its cosine clears the agent's
+calibrated vector threshold, and a row keyed on cosine (rrf mode's vector hits) compares
+against that vector threshold instead of the pool heuristic. With confidence scoring on,
+every row carries a confidence and the gate keys on it. Profile rows pass iff the pool
+holds ≥ 50 rows. `deep` halves every threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from cpersona.retrieval.candidate import PROFILE, Candidate
+
+#: Pool size at which the heuristic reaches its floor (the original's pool-size heuristic).
+POOL_SATURATION = 500
+UNSCORED_MIN_POOL = 100
+PROFILE_MIN_POOL = 50
+#: Gate precedence: the first score a row has names its signal (= match_reason.signal).
+PRECEDENCE = ("confidence", "rsf", "cc", "cosine", "rrf")
+_QUOTED = re.compile(r"\"([^\"]{3,})\"|「([^」]{2,})」|'([^']{3,})'")
+_EDGE_PUNCT = "\"'`()[]{}<>,;:!?。、，！？「」"
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff66-\uff9f]")
+MIN_NEEDLE, MIN_CJK_NEEDLE = 3, 2
+_IDENT = re.compile(r"\d|_|[A-Za-z0-9][-./:#@][A-Za-z0-9]|[a-z][A-Z]")
+
+
+@dataclass(frozen=True)
+class AgentGate:
+    """The per-agent thresholds one recall uses (calibration provides them; None = the
+    heuristic) and the notice to show when they are not calibrated."""
+
+    vector_threshold: float
+    fused_gate: float | None = None
+    signal: str | None = None
+    cosine_min: float | None = None
+    notice: dict[str, Any] | None = None
+
+
+def min_score(pool: int, deep: bool = False) -> float:
+    """Pool-size heuristic threshold on a similarity scale; halved for `deep`."""
+    if pool <= 0:
+        base = 0.5
+    else:
+        base = round(0.5 - 0.3 * min(1.0, math.log(pool + 1) / math.log(POOL_SATURATION)), 4)
+    return base * 0.5 if deep else base
+
+
+def signal(cand: Candidate) -> tuple[str, float] | None:
+    """(signal name, score) by precedence confidence > rsf > cc > cosine > rrf; None when unscored."""
+    for name in PRECEDENCE:
+        value = getattr(cand, name)
+        if value is not None:
+            return name, value
+    return None
+
+
+def exact_needles(query: str) -> list[str]:
+    """Lower-cased strings whose presence in a row makes it an exact match: the whole
+    query (≥ 3 chars, or ≥ 2 when it holds CJK — 梅雨 is a word), quoted phrases,
+    identifier tokens."""
+    whole = query.strip()
+    shortest = MIN_CJK_NEEDLE if _CJK.search(whole) else MIN_NEEDLE
+    needles = [whole] if len(whole) >= shortest else []
+    needles += [next(g for g in m.groups() if g) for m in _QUOTED.finditer(query)]
+    for token in query.split():
+        token = token.strip(_EDGE_PUNCT)
+        if len(token) >= 4 and _IDENT.search(token):
+            needles.append(token)
+    return [n.lower() for n in dict.fromkeys(needles)]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Thresholds for one recall.
+
+    `min_score` is the pool heuristic (already halved for deep). `fused_gate` is the agent's
+    calibrated gate for `gate_signal` (None = heuristic); `cosine_min` the calibrated vector
+    threshold used as cc's cosine evidence (None = min_score). `enabled=False`
+    (CPERSONA_GATE_ENABLED=false) keeps every scored row — profiles still need the pool.
+    """
+
+    pool: int
+    min_score: float
+    rrf_k: int
+    blank_query: bool
+    needles: tuple[str, ...]
+    fused_gate: float | None = None
+    gate_signal: str | None = None
+    cosine_min: float | None = None
+    enabled: bool = True
+
+    def exact(self, cand: Candidate) -> bool:
+        text = cand.content.lower()
+        return any(n in text for n in self.needles)
+
+    def passes(self, cand: Candidate) -> bool:
+        if cand.kind == PROFILE:
+            return self.pool >= PROFILE_MIN_POOL
+        if not self.enabled or self.exact(cand):
+            return True
+        sig = signal(cand)
+        if sig is None:
+            return self.blank_query or self.pool >= UNSCORED_MIN_POOL
+        name, value = sig
+        calibrated = self.fused_gate if self.gate_signal == name else None
+        if name == "cc":
+            cos_min = self.cosine_min if self.cosine_min is not None else self.min_score
+            if cand.cosine is not None and cand.cosine >= cos_min:
+                return True
+            if calibrated is not None:
+                return value >= calibrated
+            return cand.lexical is not None and cand.lexical >= self.min_score
+        if calibrated is not None:
+            return value >= calibrated
+        if name == "cosine" and self.cosine_min is not None:  # the agent's calibrated vector threshold
+            return value >= self.cosine_min
+        threshold = self.min_score * 3.0 / (self.rrf_k + 1) if name == "rrf" else self.min_score
+        return value >= threshold
+
+    def apply(self, rows: list[Candidate]) -> list[Candidate]:
+        return [c for c in rows if self.passes(c)]
+
+
+def autocut(rows: list[Candidate], min_results: int, min_gap_ratio: float,
+            keep: Callable[[Candidate], bool] | None = None) -> list[Candidate]:
+    """Cut at the largest score gap on similarity-scale lists only:
+    keyed on confidence when the first row has one; never on rank-fusion lists (rrf, rsf,
+    cc — their gaps are not relevance breaks); otherwise on cosine when every row has one.
+    Rows for which `keep` is true (exact matches) survive a cut, in their order.
+    """
+    if len(rows) < max(2, min_results):
+        return rows
+    if rows[0].confidence is not None:
+        scores = [c.confidence if c.confidence is not None else 0.0 for c in rows]
+    elif any(getattr(rows[0], n) is not None for n in ("rrf", "rsf", "cc")) or any(c.cosine is None for c in rows):
+        return rows
+    else:
+        scores = [c.cosine for c in rows]
+    if scores[0] <= 0:
+        return rows
+    gaps = [a - b for a, b in zip(scores, scores[1:])]
+    best = max(range(len(gaps)), key=lambda i: gaps[i])
+    if gaps[best] / scores[0] < min_gap_ratio:
+        return rows
+    head, tail = rows[: best + 1], rows[best + 1:]
+    return head + [c for c in tail if keep is not None and keep(c)]

@@ -1,0 +1,284 @@
+"""Recall orchestration: retrievers → fusion → penalties →
+[confidence] → profiles → gate (+ gate_fallback rescue, autocut) → limit → reverse →
+response. Each stage is a plain function of this package; this module only wires them and
+shapes the response. `rank` (everything before the gate) is shared with calibration.
+
+The response lists rows WORST → BEST: the last element is the strongest match, because an
+LLM attends most to the end of its context (the design's "final reversal").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from cpersona.config import Settings
+from cpersona.index.vector_index import VectorIndex
+from cpersona.policy.validate import MAX_LIMIT
+from cpersona.retrieval import confidence, fusion, gate, profiles, retrievers, scoring
+from cpersona.retrieval.candidate import PROFILE, Candidate
+from cpersona.storage import Session
+from cpersona.storage.scope import Scope
+
+#: Exclusion entries shorter than this exclude only exact equals.
+EXCLUDE_PREFIX_MIN = 32
+#: `cc` reads the memory keyword channel this many times deeper than `limit` (capped at
+#: 100) and reranks it with the cosine: the answer is often a keyword hit just below the top
+#: `limit` (LoCoMo keyword R@20 0.652 vs R@10 0.580). Measured with the bundled USE model,
+#: α 0.2 (benchmarks/README.md): depth 2·limit vs limit, NDCG@10 LoCoMo 0.4516 vs 0.4500,
+#: LongMemEval oracle 0.4947 vs 0.4867; deeper than 2·limit changed nothing.
+CC_KEYWORD_DEPTH_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    """Arguments of one recall (validated by the caller).
+
+    limit is the per-retriever depth AND the response cap (1..100).
+    """
+
+    agent_id: str
+    query: str
+    limit: int = 10
+    deep: bool = False
+    channel: str = ""
+    project_id: str | None = None
+    source_id: str = ""
+    exclude_contents: tuple[str, ...] = ()
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.agent_id, self.project_id, self.channel or None)
+
+
+@dataclass
+class RecallContext:
+    """What the pipeline needs for one recall (build it with `make_context`)."""
+
+    session: Session
+    mode: str
+    rrf_k: int
+    window: int
+    vector_threshold: float
+    memory_index: VectorIndex | None
+    episode_index: VectorIndex | None
+    embed_query: Callable[[str], np.ndarray | None]
+    weights: dict[str, float] = field(default_factory=dict)
+    cc_alpha: float = 0.2
+    #: Rows the gate governs in a scope; the recall service passes a cached count.
+    pool_size: Callable[[Scope], int] | None = None
+    episode_penalty: tuple[bool, float, float] = (True, 0.01, 0.5)
+    autocut: tuple[bool, int, float] = (True, 3, 0.15)
+    trace: dict[str, Any] = field(default_factory=dict)
+    # the agent's calibrated gate, confidence scoring, profiles
+    gate_enabled: bool = True
+    fused_gate: float | None = None
+    gate_signal: str | None = None
+    cosine_min: float | None = None
+    confidence: confidence.ConfidenceParams | None = None
+    inject_profiles: bool = True
+    # outcome of the last `recall`: rescue flag and the rows returned (best first)
+    gate_fallback: bool = False
+    returned: list[Candidate] = field(default_factory=list)
+
+
+def make_context(settings: Settings, session: Session, indexes: dict[str, VectorIndex] | None,
+                 agent_gate: gate.AgentGate, embed_query: Callable[[str], np.ndarray | None],
+                 pool_size: Callable[[Scope], int] | None = None, inject_profiles: bool = True) -> RecallContext:
+    """The RecallContext of one recall (or one calibration query) from the settings, the
+    agent's gate and the resident indexes (None = no vector channel)."""
+    s = settings
+    return RecallContext(
+        session=session, mode=s.recall_mode, rrf_k=s.rrf_k,
+        window=s.max_memories, vector_threshold=agent_gate.vector_threshold,
+        memory_index=indexes["memories"] if indexes else None,
+        episode_index=indexes["episodes"] if indexes else None,
+        embed_query=embed_query, weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
+        episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
+        autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
+        gate_enabled=s.gate_enabled, fused_gate=agent_gate.fused_gate, gate_signal=agent_gate.signal,
+        cosine_min=agent_gate.cosine_min,
+        confidence=confidence.ConfidenceParams.from_settings(s) if s.confidence_enabled else None,
+        inject_profiles=inject_profiles, pool_size=pool_size,
+    )
+
+
+def _pool(ctx: "RecallContext", scope: Scope) -> int:
+    return ctx.pool_size(scope) if ctx.pool_size is not None else ctx.session.search.pool_size(scope)
+
+
+def _excluded(content: str, exclusions: list[str]) -> bool:
+    text = content.strip().lower()
+    if not text:
+        return False
+    for entry in exclusions:
+        if len(entry) < EXCLUDE_PREFIX_MIN:
+            if text == entry:
+                return True
+        elif text.startswith(entry) or entry.startswith(text):
+            return True
+    return False
+
+
+def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate]]:
+    """Stage 1: run every retriever; returns ordered channels name → best-first rows."""
+    query = retrievers.Query(req.query, req.scope, req.limit, req.source_id)
+    blank = not req.query.strip()
+    depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
+    # Keyword channels first: the query vector may still be computing in another thread.
+    lexical = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth))}
+    if not blank:
+        lexical["episodes"] = retrievers.episodes_fts(ctx.session, query)
+    channels: dict[str, list[Candidate]] = {}
+    qvec = None if blank else ctx.embed_query(req.query)
+    if qvec is not None and ctx.memory_index is not None:
+        factor = 1.0 if ctx.mode == "cascade" else 0.5
+        channels["vector"] = retrievers.vector(
+            ctx.session, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window, ctx.vector_threshold * factor
+        )
+    for name in ("episodes", "keyword"):  # canonical channel order: vector, episodes, keyword
+        if name in lexical:
+            channels[name] = lexical[name]
+    exclusions = [e.strip().lower() for e in req.exclude_contents if e.strip()]
+    if exclusions:
+        for name in ("vector", "keyword"):
+            if name in channels:
+                channels[name] = [c for c in channels[name] if not _excluded(c.content, exclusions)]
+    return channels
+
+
+def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candidate]]) -> list[Candidate]:
+    """Stage 2: one ranked list (rrf / rsf / cc; cascade for blank queries or mode cascade).
+    Cascade places the profile rows after episodes, before keyword rows (they count
+    toward `limit`); fusion modes append them after penalties (`add_profiles`)."""
+    if ctx.mode == "rrf" and req.query.strip():
+        return fusion.rrf(channels, ctx.rrf_k, ctx.weights)
+    if ctx.mode == "rsf" and req.query.strip():
+        return fusion.rsf(channels, ctx.weights)
+    if ctx.mode == "cc" and req.query.strip():
+        backfill(ctx, req, [c for name in ("episodes", "keyword") for c in channels.get(name, [])])
+        return fusion.cc(channels, ctx.cc_alpha)
+    ordered = {k: v for k, v in channels.items() if k != "keyword"}
+    # Profile rows take keyword slots only when the gate will let them through (pool ≥ 50);
+    # otherwise a blank-query recall would come back a row short.
+    if ctx.inject_profiles and _pool(ctx, req.scope) >= gate.PROFILE_MIN_POOL:
+        ordered["profiles"] = profiles.injection(ctx.session, req.agent_id)
+    ordered["keyword"] = channels.get("keyword", [])
+    return fusion.cascade(ordered, req.limit)
+
+
+def _cascaded(ctx: RecallContext, req: RecallRequest) -> bool:
+    return ctx.mode not in ("rrf", "rsf", "cc") or not req.query.strip()
+
+
+def add_profiles(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
+    """Fusion modes: profile rows (no score) go after every scored row."""
+    if not ctx.inject_profiles or _cascaded(ctx, req):
+        return rows
+    return rows + profiles.injection(ctx.session, req.agent_id)
+
+
+def backfill(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> int:
+    """Cosine for the rows the vector retriever did not return (from the resident index)."""
+    return retrievers.backfill_cosine(rows, ctx.embed_query(req.query), ctx.memory_index, ctx.episode_index)
+
+
+def score_confidence(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
+    """Confidence scoring (only when enabled): cosine backfill for keyword-only rows, then
+    every row scored and sorted by confidence."""
+    if ctx.confidence is None or not rows:
+        return rows
+    if req.query.strip():
+        backfill(ctx, req, rows)
+    return confidence.apply(ctx.session, rows, ctx.confidence, req.scope, req.deep)
+
+
+def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
+    """Everything before the gate: retrieve → fuse → penalise → profiles → confidence."""
+    channels = retrieve(ctx, req)
+    ctx.trace["channels"] = {name: len(found) for name, found in channels.items()}
+    rows = fuse(ctx, req, channels)
+    rows = penalise(ctx, req, rows)
+    rows = add_profiles(ctx, req, rows)
+    return score_confidence(ctx, req, rows)
+
+
+def penalise(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
+    """Stage 3: episode boundary penalty, then re-sort on the fused score (profile rows,
+    present only in cascade lists, keep their place: cascade lists are never re-sorted)."""
+    enabled, rate, floor = ctx.episode_penalty
+    if not enabled or not rows:
+        return rows
+    boundary = ctx.session.episodes.latest_created(req.scope)
+    if scoring.episode_penalty(rows, boundary, rate, floor) and not _cascaded(ctx, req):
+        return scoring.resort_after_penalty(rows)
+    return rows
+
+
+def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
+    """The thresholds of this recall: pool heuristic, or the agent's calibrated gate."""
+    pool = _pool(ctx, req.scope)
+    half = 0.5 if req.deep else 1.0
+    return gate.Gate(
+        pool, gate.min_score(pool, req.deep), ctx.rrf_k, not req.query.strip(), tuple(gate.exact_needles(req.query)),
+        fused_gate=None if ctx.fused_gate is None else ctx.fused_gate * half, gate_signal=ctx.gate_signal,
+        cosine_min=None if ctx.cosine_min is None else ctx.cosine_min * half, enabled=ctx.gate_enabled,
+    )
+
+
+def apply_gate(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
+    """Stage 4: quality gate; the gate_fallback rescue (confidence on: nothing but profiles
+    survived, yet some row has a back-filled cosine ⇒ return those rows, flagged); else
+    autocut on similarity-scale lists (exact matches survive it)."""
+    g = make_gate(ctx, req)
+    kept = g.apply(rows)
+    ctx.trace.update(pool=g.pool, min_score=g.min_score, fused_gate=g.fused_gate, gate_signal=g.gate_signal,
+                     before_gate=len(rows), after_gate=len(kept))
+    ctx.gate_fallback = False
+    rescue = ctx.confidence is not None and any(c.backfilled for c in rows)
+    if rescue and not any(c.kind != PROFILE for c in kept):
+        ctx.gate_fallback = True
+        return [c for c in rows if c.backfilled] + [c for c in kept if c.kind == PROFILE]
+    enabled, min_results, ratio = ctx.autocut
+    return gate.autocut(kept, min_results, ratio, keep=g.exact) if enabled else kept
+
+
+def message(cand: Candidate) -> dict[str, Any]:
+    """Response row: content, ref, source, timestamp, id (msg_id), match_reason."""
+    msg: dict[str, Any] = {"content": cand.content}
+    if cand.ref:
+        msg["ref"] = cand.ref
+    if cand.source:
+        msg["source"] = cand.source
+    if cand.timestamp:
+        msg["timestamp"] = cand.timestamp
+    if cand.msg_id:
+        msg["id"] = cand.msg_id
+    if cand.confidence_detail is not None:
+        msg["confidence"] = dict(cand.confidence_detail)
+    sig = gate.signal(cand)
+    if sig is not None:
+        reason: dict[str, Any] = {"signal": sig[0], "score": sig[1]}
+        for name in ("cosine", "rrf", "rsf", "cc", "lexical"):
+            if getattr(cand, name) is not None:
+                reason[name] = getattr(cand, name)
+        if cand.channels:
+            reason["retrievers"] = list(dict.fromkeys(cand.channels))
+        msg["match_reason"] = reason
+    return msg
+
+
+def recall(ctx: RecallContext, req: RecallRequest) -> list[dict[str, Any]]:
+    """Run the whole pipeline; returns messages ordered worst → best (last = best).
+    `ctx.returned` holds the returned rows best first, `ctx.gate_fallback` the rescue flag."""
+    rows = apply_gate(ctx, req, rank(ctx, req))
+    rows = rows[: req.limit]
+    ctx.returned = list(rows)
+    rows.reverse()
+    return [message(c) for c in rows]
+
+
+__all__ = ["RecallRequest", "RecallContext", "make_context", "recall", "rank", "retrieve", "fuse", "penalise",
+           "apply_gate"]

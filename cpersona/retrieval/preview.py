@@ -1,0 +1,140 @@
+"""Preview tier and response budgets of recall and get_contents.
+
+Recall over MCP returns PREVIEWS: a row with a `ref` whose content is longer than
+CPERSONA_RECALL_PREVIEW_CHARS (default 500; 0 = off) is cut to a pure prefix (no ellipsis)
+and marked `content_truncated: true`, `content_len: <full length>`. Rows without a ref
+(profiles, echoed conversation) are never cut. `get_contents(refs)` expands refs.
+
+`full_content=true` returns whole rows within `RECALL_BUDGET` characters, spent from the
+BEST row (the last one) backwards: the best row is always whole; once a row would push the
+total past the budget, it and every weaker row fall back to previews, and the response
+says so with `full_content_budget_chars`.
+
+`get_contents` never cuts a row: it returns whole items until the next one would exceed
+`CONTENTS_BUDGET` (the first is always returned) and lists that ref and every later one in
+`deferred`, with a note saying to ask for them again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cpersona.errors import InvalidArgument
+from cpersona.retrieval.retrievers import episode_candidate
+from cpersona.storage import Session
+from cpersona.util.jsonutil import loads_or_empty
+
+RECALL_BUDGET = 200_000
+CONTENTS_BUDGET = 40_000
+MAX_REFS = 20
+MAX_REF_CHARS = 64
+
+
+def trim(msg: dict[str, Any], chars: int) -> dict[str, Any]:
+    """The preview of one message (a copy; unchanged when it has no ref or is short)."""
+    content = msg.get("content", "")
+    if chars <= 0 or not msg.get("ref") or len(content) <= chars:
+        return msg
+    return {**msg, "content": content[:chars], "content_truncated": True, "content_len": len(content)}
+
+
+def shape_recall(response: dict[str, Any], preview_chars: int, full_content: bool = False) -> dict[str, Any]:
+    """Apply the preview tier (or the full-content budget) to a recall response."""
+    messages = response.get("messages") or []
+    if preview_chars <= 0:
+        return response
+    if not full_content:
+        return {**response, "messages": [trim(m, preview_chars) for m in messages]}
+    shaped = list(messages)
+    total = 0
+    exceeded = False
+    for i in range(len(shaped) - 1, -1, -1):
+        size = len(shaped[i].get("content", ""))
+        if not exceeded and (i == len(shaped) - 1 or total + size <= RECALL_BUDGET):
+            total += size
+            continue
+        exceeded = True
+        shaped[i] = trim(shaped[i], preview_chars)
+    out = {**response, "messages": shaped}
+    if exceeded:
+        out["full_content_budget_chars"] = RECALL_BUDGET
+    return out
+
+
+def parse_refs(refs: Any) -> list[str]:
+    """Validate the refs argument: a list of 1..MAX_REFS strings (malformed refs are not
+    errors — they come back in `missing`)."""
+    if not isinstance(refs, (list, tuple)) or not refs:
+        raise InvalidArgument("refs", "must be a non-empty list of refs like 'mem:12' or 'ep:3'")
+    if len(refs) > MAX_REFS:
+        raise InvalidArgument("refs", f"has {len(refs)} items; the limit is {MAX_REFS} per call")
+    for i, ref in enumerate(refs):
+        if not isinstance(ref, str):
+            raise InvalidArgument(f"refs[{i}]", f"must be a string, got {type(ref).__name__}")
+        if len(ref) > MAX_REF_CHARS:
+            raise InvalidArgument(f"refs[{i}]", f"is {len(ref)} characters; a ref is at most {MAX_REF_CHARS}")
+    return list(dict.fromkeys(refs))
+
+
+def _split(ref: str) -> tuple[str, int] | None:
+    kind, sep, num = ref.strip().partition(":")
+    if not sep or kind not in ("mem", "ep") or not num.isascii() or not num.isdigit():
+        return None
+    value = int(num)
+    return (kind, value) if 0 < value < 2**63 else None  # beyond SQLite's rowid range: missing
+
+
+def _item(session: Session, agent_id: str, ref: str) -> dict[str, Any] | None:
+    parsed = _split(ref)
+    if parsed is None:
+        return None
+    kind, row_id = parsed
+    if kind == "mem":
+        row = session.memories.owned(row_id, agent_id)
+        if row is None:
+            return None
+        content, source_text, timestamp, msg_id = row
+        item: dict[str, Any] = {"ref": f"mem:{row_id}", "content": content}
+        source = loads_or_empty(source_text)
+        if source:
+            item["source"] = source
+        if timestamp:
+            item["timestamp"] = timestamp
+        if msg_id:
+            item["id"] = msg_id
+        return item
+    episode = session.episodes.owned(row_id, agent_id)
+    if episode is None:
+        return None
+    cand = episode_candidate(episode)
+    return {"ref": f"ep:{row_id}", "content": cand.content, "source": cand.source, "timestamp": cand.timestamp,
+            "resolved": cand.resolved}
+
+
+def get_contents(session: Session, agent_id: str, refs: list[str]) -> dict[str, Any]:
+    """Expand refs owned by `agent_id`: {items, missing, count, deferred?, budget_chars?, note?}.
+    Another agent's row is `missing`, exactly like an absent one."""
+    items: list[dict[str, Any]] = []
+    missing: list[str] = []
+    deferred: list[str] = []
+    total = 0
+    for ref in refs:
+        if deferred:
+            deferred.append(ref)
+            continue
+        item = _item(session, agent_id, ref)
+        if item is None:
+            missing.append(ref)
+            continue
+        size = len(item["content"])
+        if items and total + size > CONTENTS_BUDGET:
+            deferred.append(ref)
+            continue
+        items.append(item)
+        total += size
+    out: dict[str, Any] = {"items": items, "missing": missing, "count": len(items)}
+    if deferred:
+        out.update(deferred=deferred, budget_chars=CONTENTS_BUDGET,
+                   note=f"{len(deferred)} ref(s) not expanded to stay within {CONTENTS_BUDGET} characters; "
+                        "call get_contents again with the deferred refs")
+    return out

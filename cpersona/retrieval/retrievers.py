@@ -1,0 +1,161 @@
+"""The three retrievers of recall, and the LIKE fallback inside the memory keyword channel.
+Each returns candidates best-first, at most `limit`, inside the query's scope.
+
+* vector   — cosine over the resident scan window (`VectorIndex`), memories then episodes.
+* keyword  — FTS5 MATCH over memories (bm25); LIKE '%query%' only when FTS is disabled, the
+             query has no usable term, or MATCH found nothing.
+* episodes — FTS5 MATCH over episode summary + keywords (no LIKE fallback).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cpersona.index.vector_index import VectorIndex
+from cpersona.retrieval.candidate import EPISODE, MEMORY, Candidate
+from cpersona.retrieval.term_stats import prune_common
+from cpersona.storage import Session
+from cpersona.storage.records import EpisodeRow, MemoryRow
+from cpersona.storage.scope import Scope
+from cpersona.util.jsonutil import loads_or_empty
+from cpersona.util.text import fts_terms, match_expression
+
+EPISODE_PREFIX = "[Episode] "
+EPISODE_SOURCE = {"System": "episode"}
+
+
+@dataclass(frozen=True)
+class Query:
+    """Everything a retriever needs to know about one recall."""
+
+    text: str
+    scope: Scope
+    limit: int
+    source_id: str = ""
+
+    @property
+    def episodes_allowed(self) -> bool:
+        """Episodes carry no source: a source_id filter hides them unless a channel is set."""
+        return not self.source_id or bool(self.scope.channel)
+
+
+def memory_candidate(row: MemoryRow) -> Candidate:
+    return Candidate(MEMORY, row.id, row.content, timestamp=row.timestamp or "", created_at=row.created_at,
+                     source=loads_or_empty(row.source), msg_id=row.msg_id)
+
+
+def episode_candidate(row: EpisodeRow) -> Candidate:
+    return Candidate(EPISODE, row.id, EPISODE_PREFIX + row.summary, timestamp=row.timestamp or "",
+                     created_at=row.created_at, source=dict(EPISODE_SOURCE), resolved=bool(row.resolved))
+
+
+def source_allowed_ids(session: Session, query: Query) -> np.ndarray | None:
+    """Ids of in-scope memories whose source.id matches the prefix; None when no filter."""
+    if not query.source_id:
+        return None
+    ids = session.memories.ids_with_source(query.scope, query.source_id)
+    return np.fromiter(ids, np.int64, len(ids))
+
+
+def vector(
+    session: Session,
+    query: Query,
+    qvec: np.ndarray,
+    memories: VectorIndex,
+    episodes: VectorIndex | None,
+    window: int,
+    threshold: float,
+) -> list[Candidate]:
+    """Cosine retriever: memory scan window then episode scan window, the `limit` best.
+
+    Ties keep memories before episodes (stable sort). Each candidate's `cosine` is set.
+    """
+    mem_hits = memories.search(qvec, query.scope, window, threshold, query.limit, source_allowed_ids(session, query))
+    ep_hits = episodes.search(qvec, query.scope, window, threshold, query.limit) \
+        if episodes is not None and query.episodes_allowed else []
+    merged = sorted([(MEMORY, i, c) for i, c in mem_hits] + [(EPISODE, i, c) for i, c in ep_hits], key=lambda h: -h[2])
+    merged = merged[: query.limit]
+    mem_rows = session.memories.fetch([i for k, i, _ in merged if k == MEMORY], query.scope, query.source_id)
+    ep_rows = session.episodes.fetch([i for k, i, _ in merged if k == EPISODE], query.scope)
+    out = []
+    for kind, row_id, cos in merged:
+        found = mem_rows.get(row_id) if kind == MEMORY else ep_rows.get(row_id)
+        if found is None:
+            continue
+        cand = memory_candidate(found) if isinstance(found, MemoryRow) else episode_candidate(found)
+        cand.cosine = cos
+        out.append(cand)
+    return out
+
+
+def backfill_cosine(rows: list[Candidate], qvec: np.ndarray | None, memories: VectorIndex | None,
+                    episodes: VectorIndex | None) -> int:
+    """Give every memory / episode row without a cosine its cosine to `qvec`, read from the
+    resident index (so a row whose vector is stale after a model change, or missing, stays
+    without one), multiplied by the row's penalty so far; marks them `backfilled`.
+
+    Used by `cc` fusion (every candidate needs both evidences — Bruch et al., TOIS 2023 —
+    or a keyword-only row would count as cosine 0) and by confidence scoring. Returns how
+    many rows got a cosine."""
+    if qvec is None:
+        return 0
+    done = 0
+    for kind, index in ((MEMORY, memories), (EPISODE, episodes)):
+        todo = [c for c in rows if c.kind == kind and c.cosine is None]
+        found = index.cosines(qvec, [c.id for c in todo]) if index is not None and todo else {}
+        for cand in todo:
+            cos = found.get(cand.id)
+            if cos is not None:
+                cand.cosine, cand.backfilled = cos * cand.penalty, True
+                done += 1
+    return done
+
+
+def keyword(session: Session, query: Query) -> list[Candidate]:
+    """Memory keyword channel: FTS5 bm25 ranking, LIKE fallback when it yields nothing.
+
+    A blank query returns the newest `limit` memories (pure recency, no score).
+    """
+    if not query.text.strip():
+        return [memory_candidate(r) for r in session.memories.newest(query.scope, query.source_id, query.limit)]
+    found = []
+    if session.search.fts_enabled:
+        for row, rank in _fts(session, "memories_fts", query, lambda expr: session.search.memories_fts(
+                expr, query.scope, query.source_id, query.limit)):
+            cand = memory_candidate(row)
+            cand.bm25 = rank
+            found.append(cand)
+    return found or like(session, query)
+
+
+def like(session: Session, query: Query) -> list[Candidate]:
+    """Memories whose content contains the whole query (ASCII case-insensitive), newest first."""
+    return [memory_candidate(r) for r in session.search.memories_like(query.text, query.scope, query.source_id,
+                                                                      query.limit)]
+
+
+def episodes_fts(session: Session, query: Query) -> list[Candidate]:
+    """FTS5 over episode summary + keywords, bm25 order; [] when FTS is off or no term."""
+    if not (session.search.fts_enabled and query.episodes_allowed):
+        return []
+    found = []
+    for row, rank in _fts(session, "episodes_fts", query,
+                          lambda expr: session.search.episodes_fts(expr, query.scope, query.limit)):
+        cand = episode_candidate(row)
+        cand.bm25 = rank
+        found.append(cand)
+    return found
+
+
+def _fts(session: Session, fts: str, query: Query, run) -> list:
+    """Run the MATCH of the query's terms, common terms pruned first; [] without a usable
+    term. Frequencies are table-wide (every agent): a term common elsewhere may be this
+    scope's only evidence, so a short answer is retried with every term."""
+    terms = fts_terms(query.text)
+    pruned = prune_common(session, fts, terms)
+    found = run(match_expression(pruned)) if pruned else []
+    if len(found) < query.limit and len(pruned) < len(terms):
+        found = run(match_expression(terms))
+    return found

@@ -1,0 +1,179 @@
+"""Managing stored rows and the process: delete / lock / unlock, erase an agent, profiles,
+the no-persist pause, the task queue, the operating context, statistics.
+
+Write tools check the pause FIRST and answer with their skipped body (service/paused.py).
+Bad arguments raise InvalidArgument; a refused change (absent, locked, not owned) returns
+{ok: false, error}. Ownership and lock checks are part of the changing statement
+(storage/memories.py), so races cannot bypass them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable
+
+from cpersona.calibration.runner import Calibration
+from cpersona.config import Settings
+from cpersona.embedding import identity
+from cpersona.embedding.gateway import EmbeddingGateway
+from cpersona.errors import Refused
+from cpersona.index.resident import ResidentIndexes
+from cpersona.jobs.task_queue import TaskQueue
+from cpersona.policy import validate
+from cpersona.policy.pause import MAX_TTL_SECONDS, Pause
+from cpersona.policy.projects import OperatingContext
+from cpersona.service.outcomes import AgentErased, ProfileUpdate, RowChange
+from cpersona.service.paused import skipped_body
+from cpersona.storage import Database, Session
+from cpersona.util.text import sanitize
+
+log = logging.getLogger(__name__)
+
+
+class AdminService:
+    """Management tools; mixed into `Engine`, which provides the attributes below."""
+
+    settings: Settings
+    db: Database
+    gateway: EmbeddingGateway
+    resident: ResidentIndexes
+    queue: TaskQueue
+    pause: Pause
+    calibration: Calibration
+    operating_context: OperatingContext
+
+    # ------------------------------------------------------------ row changes
+    def delete_memory(self, memory_id: Any, agent_id: Any = None) -> RowChange:
+        """Delete an unlocked memory. Returns {ok: true, deleted_id} | {ok: false, error}
+        (not found, locked, not owned)."""
+        return self._delete_row("delete_memory", "memories", "memory_id", memory_id, agent_id,
+                                lambda s, row_id, owner: s.memories.delete(row_id, owner))
+
+    def delete_episode(self, episode_id: Any, agent_id: Any = None) -> RowChange:
+        """Delete an episode (episodes have no lock). {ok: true, deleted_id} | {ok: false, error}."""
+        return self._delete_row("delete_episode", "episodes", "episode_id", episode_id, agent_id,
+                                lambda s, row_id, owner: s.episodes.delete(row_id, owner))
+
+    def _delete_row(self, tool: str, table: str, argument: str, raw_id: Any, agent_id: Any,
+                    delete: Callable[[Session, int, str | None], object]) -> RowChange:
+        """Guarded DELETE + its queued embed task in one transaction, then the resident index."""
+        if (paused := skipped_body(self.pause, tool)) is not None:
+            return paused
+        row_id = validate.row_id(argument, raw_id)
+        owner = validate.owner(agent_id)
+        try:
+            with self.db.write() as s:
+                delete(s, row_id, owner)
+                s.tasks.drop_embed(table, row_id)
+                s.after(lambda: self.resident.remove(table, row_id))
+        except Refused as err:
+            return {"ok": False, "error": str(err)}
+        return {"ok": True, "deleted_id": row_id}
+
+    def lock_memory(self, memory_id: Any, agent_id: Any = None) -> RowChange:
+        """Protect a memory from update_memory, delete_memory and repairs (not a ranking
+        boost; delete_agent_data still removes it). Idempotent. {ok: true, locked_id}."""
+        return self._set_locked("lock_memory", "locked_id", memory_id, agent_id, True)
+
+    def unlock_memory(self, memory_id: Any, agent_id: Any = None) -> RowChange:
+        """Remove the protection of lock_memory. Idempotent. {ok: true, unlocked_id}."""
+        return self._set_locked("unlock_memory", "unlocked_id", memory_id, agent_id, False)
+
+    def _set_locked(self, tool: str, key: str, memory_id: Any, agent_id: Any, locked: bool) -> RowChange:
+        if (paused := skipped_body(self.pause, tool)) is not None:
+            return paused
+        mid = validate.row_id("memory_id", memory_id)
+        owner = validate.owner(agent_id)
+        try:
+            with self.db.write() as s:
+                s.memories.set_locked(mid, owner, locked)
+        except Refused as err:
+            return {"ok": False, "error": str(err)}
+        return {"ok": True, key: mid}  # type: ignore[misc]
+
+    def delete_agent_data(self, agent_id: Any) -> AgentErased:
+        """Delete everything of one agent: memories (locked ones too), episodes, profiles and
+        queued tasks in ONE transaction, then its vectors in the resident index and its
+        calibration state. Returns the count of each."""
+        if (paused := skipped_body(self.pause, "delete_agent_data",
+                                   agent_id=agent_id if isinstance(agent_id, str) else None)) is not None:
+            return paused
+        agent = validate.required_agent(agent_id, "whose data to delete")
+        with self.db.write() as s:
+            counts = s.agents.delete_agent(agent)
+            s.after(lambda: self.resident.remove_agent(agent))
+        out: AgentErased = {"ok": True, "agent_id": agent, **counts, "deleted_calibration": 0}  # type: ignore[typeddict-item]
+        try:
+            out["deleted_calibration"] = self.calibration.forget_agent(agent)
+        except Exception as err:  # noqa: BLE001 — rows are gone; report the leftover, never hide it
+            log.exception("forgetting the calibration of agent %r failed", agent)
+            out["calibration_warning"] = f"calibration state was not cleared: {type(err).__name__}: {err}"
+        return out
+
+    # --------------------------------------------------------------- profiles
+    def get_profile(self, agent_id: Any) -> dict[str, Any]:
+        """{profile: text or ""}."""
+        agent = validate.identifier("agent_id", agent_id) or ""
+        with self.db.read() as s:
+            return {"profile": s.profiles.get(agent)}
+
+    def update_profile(self, agent_id: Any, profile: Any) -> ProfileUpdate:
+        """Replace the agent's profile with caller-computed text, cut to
+        CPERSONA_MAX_PROFILE_LENGTH (`truncated: true`). Paused: the skipped body."""
+        agent = validate.identifier("agent_id", agent_id) or ""
+        validate.text("profile", profile, max_chars=max(4 * self.settings.max_profile_length, 1_000_000))
+        if (paused := skipped_body(self.pause, "update_profile")) is not None:
+            return paused
+        if not profile.strip():
+            return {"ok": True, "profiles_updated": 0, "reason": "empty profile"}
+        text, cut = sanitize(profile, self.settings.max_profile_length)
+        if not text:
+            return {"ok": True, "profiles_updated": 0, "reason": "empty after sanitization"}
+        with self.db.write() as s:
+            s.profiles.upsert(agent, text)
+        out: ProfileUpdate = {"ok": True, "profiles_updated": 1, "length": len(text)}
+        if cut:
+            out.update(truncated=True, max_length=self.settings.max_profile_length)
+        return out
+
+    # ------------------------------------------------------------------ pause
+    def pause_persistence(self, ttl_seconds: Any = 1800) -> dict[str, Any]:
+        """Turn every write tool into a no-op for `ttl_seconds` (1..86400), process-wide.
+        A second call replaces the deadline. Returns {paused, expires_at, ttl_seconds, scope}."""
+        ttl = validate.limit("ttl_seconds", ttl_seconds, maximum=MAX_TTL_SECONDS)
+        return self.pause.pause(ttl)
+
+    def resume_persistence(self) -> dict[str, Any]:
+        """End the pause now. Returns {paused: false, was_active, scope}."""
+        out = self.pause.resume()
+        self.queue.wake()
+        return out
+
+    def persistence_status(self) -> dict[str, Any]:
+        """{paused, expires_at, ttl_remaining_seconds, scope} (expiry checked lazily)."""
+        return self.pause.status()
+
+    # ------------------------------------------------------ queue, context, stats
+    def queue_status(self) -> dict[str, Any]:
+        """Body of get_queue_status (jobs/task_queue.py)."""
+        return self.queue.status()
+
+    def get_operating_context(self, section: Any = "") -> dict[str, Any]:
+        """Body of get_operating_context: the overview, or one doctrine section."""
+        validate.text("section", section, max_chars=validate.MAX_ID_CHARS)
+        return self.operating_context.describe(section)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per agent, the database file and size, FTS state, the stored vectors'
+        model (and rows awaiting re-embedding), the task queue (for `cpersona stats`)."""
+        with self.db.read() as s:
+            agents = s.agents.stats()
+            state = s.meta.vector_state()
+            stale = identity.stale_count(s, state) if state.pending else 0
+        path = self.settings.db_file
+        files = [p for p in (str(path), f"{path}-wal") if path and os.path.exists(p)]
+        return {"path": str(path) if path else ":memory:", "size_bytes": sum(os.path.getsize(p) for p in files),
+                "wal": len(files) > 1, "fts": self.db.fts_enabled, "agents": agents,
+                "stored_model": state.model, "stored_dim": state.dim, "awaiting_reembed": stale,
+                "queue": self.queue.status()}

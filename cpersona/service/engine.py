@@ -1,0 +1,136 @@
+"""`Engine`: the composition root. It builds the layers below — database, embedding
+gateway, resident indexes, task queue, calibration, operating context — wires their narrow
+collaborators together, and exposes every tool's behaviour through the service mixins:
+
+    writes.py   store, archive_episode, update_memory        (the one write step)
+    recall.py   recall, recall_with_context, get_contents
+    listing.py  list_memories, list_episodes
+    admin.py    delete / lock / unlock, delete_agent_data, profiles, pause, queue, stats
+    quality.py  calibrate_threshold, set_recall_precision, get_recall_precision
+
+The MCP tools (cpersona/mcp/tools/) and the CLI (cpersona/cli/) call these methods and only
+serialise what they return. Thread-safety: every public method may be called from any
+thread; network I/O (embedding) never happens while the write lock is held.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from cpersona.calibration.runner import Calibration
+from cpersona.config import Settings
+from cpersona.embedding.advisory import Advisory
+from cpersona.embedding.base import Embedder
+from cpersona.embedding.cache import QueryCache
+from cpersona.embedding.gateway import EmbeddingGateway
+from cpersona.embedding.provider import build_embedder
+from cpersona.index.resident import ResidentIndexes
+from cpersona.index.vector_index import VectorIndex
+from cpersona.jobs.task_queue import TaskQueue
+from cpersona.policy.pause import Pause
+from cpersona.policy.projects import OperatingContext
+from cpersona.service.admin import AdminService
+from cpersona.service.listing import ListingService
+from cpersona.service.quality import QualityService
+from cpersona.service.recall import RecallService
+from cpersona.service.writes import WriteService
+from cpersona.storage import Database
+from cpersona.storage.scope import Scope
+
+_UNSET: object = object()
+
+
+class _IndexAccess:
+    """The resident indexes as calibration sees them (calibration.ports.IndexAccess)."""
+
+    def __init__(self, engine: "Engine") -> None:
+        self.lock = engine.resident.lock
+        self.current = engine.indexes
+
+
+class Engine(WriteService, RecallService, ListingService, AdminService, QualityService):
+    """The memory server's service layer over one database.
+
+    Args:
+        settings: resolved configuration (`Settings.from_env()`).
+        embedder: backend to use; default builds one from settings (None = mode none).
+        start_background: start model loading, the task queue worker and the startup
+            calibration now; the MCP server passes False and calls `start_background()`
+            once `initialize` is answered, so loading a model never delays the handshake.
+
+    Raises:
+        ConfigError: the configured embedding backend cannot be built.
+        SchemaTooNew: the database file was written by a newer cpersona.
+    """
+
+    def __init__(self, settings: Settings, embedder: Embedder | None | object = _UNSET,
+                 start_background: bool = True) -> None:
+        self.settings = settings
+        backend = build_embedder(settings) if embedder is _UNSET else embedder
+        self.db = Database(settings.db_path, settings.fts_enabled)
+        self.pause = Pause()
+        self.gateway = EmbeddingGateway(backend, self.db, Advisory(settings.degraded_advisory),  # type: ignore[arg-type]
+                                        QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl))
+        self.resident = ResidentIndexes(self.db)
+        self.queue = TaskQueue(settings, self.db, self.pause, self.gateway, self.resident, self.refresh_if_changed)
+        self.gateway.on_recovered = self.queue.wake  # rows queued while the backend was away can be embedded now
+        self.gateway.on_identity = self.resident.invalidate
+        self.operating_context = OperatingContext.from_settings(settings)
+        self.calibration = Calibration(settings, self.db, self.gateway, _IndexAccess(self), self.pause)
+        self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
+        self._pool_lock = threading.Lock()
+        self._pool_cache: dict[Scope, int] = {}
+        self._pool_stamp: tuple[int, int] | None = None
+        self._started = False
+        if start_background:
+            self.start_background()
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedding backend (None = mode none)."""
+        return self.gateway.embedder
+
+    @property
+    def advisory(self) -> Advisory:
+        return self.gateway.advisory
+
+    def start_background(self) -> None:
+        """Start loading the embedding model, the task queue worker and the startup
+        calibration. Idempotent."""
+        if self._started:
+            return
+        self._started = True
+        start = getattr(self.embedder, "start", None)
+        if start is not None:
+            start()
+        if self.settings.task_queue_enabled:
+            self.queue.start()
+        self.calibration.start()
+
+    def refresh_if_changed(self) -> None:
+        """Another process committed to the file: drop the resident indexes and re-read the
+        recorded vector identity (atomically, under the index lock)."""
+        with self.resident.lock:
+            if self.resident.changed_elsewhere():
+                self.gateway.reread_state()
+
+    def indexes(self) -> dict[str, VectorIndex] | None:
+        """The resident indexes for the backend's dimension, loaded on first use; None when
+        the dimension is not known yet (no backend, or HTTP before its first answer)."""
+        dim = self.gateway.dim
+        if dim is None:
+            return None
+        if self.gateway.current_state() is None and self.gateway.reconcile() is None:
+            return None
+        with self.resident.lock:
+            state = self.gateway.current_state()
+            return self.resident.get(dim, state) if state is not None else None
+
+    def close(self) -> None:
+        """Stop background work and close the database and backend. Idempotent."""
+        self.queue.stop()
+        self.calibration.stop()
+        self._query_pool.shutdown(wait=True)
+        self.gateway.close()
+        self.db.close()

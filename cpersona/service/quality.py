@@ -1,0 +1,65 @@
+"""The quality-gate tools: calibrate_threshold, set_recall_precision, get_recall_precision
+(the measurements themselves live in cpersona/calibration/)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cpersona.calibration.precision import global_beta, label_for, parse_request, resolve_precision
+from cpersona.calibration.runner import Calibration
+from cpersona.config import Settings
+from cpersona.policy import validate
+from cpersona.policy.pause import Pause
+from cpersona.service.paused import skipped_body
+
+
+class QualityService:
+    """Calibration tools; mixed into `Engine`, which provides the attributes below."""
+
+    settings: Settings
+    calibration: Calibration
+    pause: Pause
+
+    def calibrate_threshold(self, agent_id: Any, sample_size: Any = 0, z_factor: Any = 0, method: Any = "",
+                            percentile: Any = 0) -> dict[str, Any]:
+        """Derive the agent's (or, with agent_id "", the global) vector threshold and fused
+        gate from the corpus (calibration/runner.py). Arguments are validated first
+        (InvalidArgument); paused: the skipped body."""
+        req = parse_request(self.settings, agent_id, sample_size, z_factor, method, percentile)
+        paused = skipped_body(self.pause, "calibrate_threshold", scope="per_agent" if req.agent_id else "global",
+                              agent_id=req.agent_id, method=req.method, z_factor=req.z_factor,
+                              percentile=req.percentile)
+        if paused is not None:
+            return paused  # type: ignore[no-any-return]
+        return self.calibration.calibrate(req.agent_id, req.sample_size, req.z_factor, req.method, req.percentile)
+
+    def set_recall_precision(self, agent_id: Any, precision: Any = "", beta: Any = 0) -> dict[str, Any]:
+        """Move the agent's gate operating point: strict β 2.0, balanced 1.0, lenient 0.5, or
+        beta > 0; "" and 0 clear the override. Recalibrates the agent at once; a failed
+        recalibration rolls the override back."""
+        agent = validate.required_agent(agent_id, "whose precision to set")
+        value, label = resolve_precision(self.settings, precision, beta)
+        shown = value if value is not None else global_beta(self.settings)
+        body = {"ok": True, "agent_id": agent, "precision": label, "beta": shown, "cleared": value is None}
+        if (paused := skipped_body(self.pause, "set_recall_precision", **body)) is not None:
+            return paused  # type: ignore[no-any-return]
+        previous = self.calibration.set_beta(agent, value)
+        result = self.calibration.calibrate(agent)
+        if not result.get("ok"):
+            self.calibration.restore_beta(agent, value, previous)
+            return {**body, "ok": False, "error": f"recalibration failed, precision unchanged: {result.get('error')}"}
+        out = {**body, "fused_gate": result.get("fused_gate"),
+               "calibrate": {"ok": True, "scope": result["scope"], "new_threshold": result["new_threshold"],
+                             "sidecar_persisted": result.get("sidecar_persisted")}}
+        if result.get("fused_gate_error"):
+            out["calibrate"]["fused_gate_error"] = result["fused_gate_error"]
+        return out
+
+    def get_recall_precision(self, agent_id: Any) -> dict[str, Any]:
+        """The agent's precision plus its calibration state. Never writes."""
+        agent = validate.required_agent(agent_id, "")
+        beta = self.calibration.beta(agent)
+        gb = global_beta(self.settings)
+        return {"ok": True, "agent_id": agent, "precision": label_for(beta), "beta": beta,
+                "overridden": agent in self.calibration.betas, "global_precision": label_for(gb), "global_beta": gb,
+                "calibration": self.calibration.status(agent)}

@@ -1,0 +1,166 @@
+"""Reading memories back: recall, recall_with_context, get_contents.
+
+A recall embeds its query in a worker thread while the keyword retrievers run, builds the
+agent's calibrated gate, runs the pipeline (cpersona/retrieval/pipeline.py: where rows are
+ranked) and adds what the caller must know: the degraded-search `advisory`, the `gate`
+notice when calibration is missing, `gate_fallback`. The gate's pool count is cached until
+the file changes (a COUNT over an agent's rows costs ~6 ms at 100k rows).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, Callable
+
+import numpy as np
+
+from cpersona.calibration.runner import Calibration
+from cpersona.config import Settings
+from cpersona.embedding.gateway import EmbeddingGateway
+from cpersona.index.vector_index import VectorIndex
+from cpersona.policy import validate
+from cpersona.policy.pause import Pause
+from cpersona.retrieval import context as conversation
+from cpersona.retrieval import preview
+from cpersona.retrieval.gate import AgentGate
+from cpersona.retrieval.pipeline import RecallContext, RecallRequest, make_context
+from cpersona.retrieval.pipeline import recall as run_pipeline
+from cpersona.service.outcomes import RecallResult
+from cpersona.storage import Database
+from cpersona.storage.scope import Scope
+
+log = logging.getLogger(__name__)
+
+
+class RecallService:
+    """The read tools; mixed into `Engine`, which provides the attributes below."""
+
+    settings: Settings
+    db: Database
+    gateway: EmbeddingGateway
+    calibration: Calibration
+    pause: Pause
+    _query_pool: ThreadPoolExecutor
+    _pool_lock: threading.Lock
+    _pool_cache: dict[Scope, int]
+    _pool_stamp: tuple[int, int] | None
+    refresh_if_changed: Callable[[], None]
+    indexes: Callable[[], dict[str, VectorIndex] | None]
+    gated: Callable[..., Any]
+
+    def recall(self, req: RecallRequest, trace: dict | None = None, preview_rows: bool = False,
+               full_content: bool = False) -> RecallResult:
+        """Hybrid recall. Returns `{messages: [...], advisory?, gate?, gate_fallback?}` with
+        messages ordered worst → best (the LAST element is the best match). With
+        `preview_rows` (the MCP tool) long rows are previews unless `full_content`
+        (retrieval/preview.py). The operating context's project rules apply to project_id.
+
+        Raises InvalidArgument for a malformed request (limit outside 1..100, …)."""
+        def run(project: str | None) -> RecallResult:
+            out = self._recall(replace(req, project_id=project), trace)
+            return self._shaped(out, preview_rows, full_content)
+
+        return self.gated("recall", req.agent_id, req.project_id, False, run)  # type: ignore[no-any-return]
+
+    def _shaped(self, out: Any, preview_rows: bool, full_content: bool) -> Any:
+        return preview.shape_recall(out, self.settings.recall_preview_chars, full_content) if preview_rows else out
+
+    def _recall(self, req: RecallRequest, trace: dict | None = None) -> RecallResult:
+        _check_request(req)
+        self.refresh_if_changed()
+        # The query is embedded in a worker thread while the keyword retrievers run.
+        use_vectors = self.gateway.embedder is not None and bool(req.query.strip())
+        pending = self._query_pool.submit(self.gateway.embed_query, req.query) if use_vectors else None
+        indexes = self.indexes() if pending and self.gateway.dim is not None else None
+        agent_gate = self.calibration.gate_for(req.agent_id)
+        with self.db.read() as s:
+            ctx = make_context(self.settings, s, indexes, agent_gate, lambda _text: None, self.pool_size)
+            ctx.embed_query = lambda _text: self._await_query_vector(pending, ctx)
+            messages = run_pipeline(ctx, req)
+        if trace is not None:
+            trace.update(ctx.trace)
+        response: RecallResult = {"messages": messages}
+        self._after_recall(req, ctx, agent_gate, response)
+        advisory = self.gateway.advisory.payload()
+        if advisory:
+            response["advisory"] = advisory
+        return response
+
+    def pool_size(self, scope: Scope) -> int:
+        """Memories + episodes in `scope` (the gate's pool), cached until the file changes."""
+        stamp = self.db.change_stamp()
+        with self._pool_lock:
+            if self._pool_stamp != stamp:
+                self._pool_cache, self._pool_stamp = {}, stamp
+            cached = self._pool_cache.get(scope)
+        if cached is None:
+            with self.db.read() as s:
+                cached = s.search.pool_size(scope)
+            with self._pool_lock:
+                if self._pool_stamp == stamp:
+                    self._pool_cache[scope] = cached
+        return cached
+
+    def _await_query_vector(self, pending: Future | None, ctx: RecallContext) -> np.ndarray | None:
+        """The query vector of a recall (None without one); loads the resident indexes
+        into `ctx` when the dimension was unknown before this embed (first HTTP answer)."""
+        qvec = pending.result() if pending is not None else None
+        if qvec is not None and ctx.memory_index is None:
+            indexes = self.indexes()
+            if indexes:
+                ctx.memory_index, ctx.episode_index = indexes["memories"], indexes["episodes"]
+        return qvec
+
+    def _after_recall(self, req: RecallRequest, ctx: RecallContext, agent_gate: AgentGate, response: Any) -> None:
+        """gate_fallback flag, the gate notice, and the recall_count bump (confidence on,
+        not deep, not a rescue, not paused)."""
+        if ctx.gate_fallback:
+            response["gate_fallback"] = True
+        if agent_gate.notice and self.settings.gate_enabled:
+            response["gate"] = dict(agent_gate.notice)
+        ids = [c.id for c in ctx.returned if c.kind == "mem"]
+        if self.settings.confidence_enabled and ids and not req.deep and not ctx.gate_fallback \
+                and not self.pause.active():
+            try:
+                with self.db.write() as s:
+                    s.memories.bump_recalled(ids)
+            except Exception as err:  # noqa: BLE001 — a missed bump must not fail the recall; it is logged
+                log.warning("recall_count bump failed: %s", err)
+
+    def recall_with_context(self, req: RecallRequest, external_context: Any = None, preview_rows: bool = False,
+                            full_content: bool = False) -> RecallResult:
+        """Recall merged with the caller's conversation: every context entry's text is
+        excluded from the recall, then user/assistant entries are appended and everything is
+        sorted chronologically (timestamp ascending; "" first) — retrieval/context.py."""
+        entries = conversation.parse_context(external_context)
+
+        def run(project: str | None) -> RecallResult:
+            merged = replace(req, project_id=project,
+                             exclude_contents=tuple(req.exclude_contents) + conversation.exclusions(entries))
+            out = conversation.merge(self._recall(merged), entries)
+            return self._shaped(out, preview_rows, full_content)  # type: ignore[no-any-return]
+
+        return self.gated("recall_with_context", req.agent_id, req.project_id, False,  # type: ignore[no-any-return]
+                          run)
+
+    def get_contents(self, agent_id: Any, refs: Any) -> dict[str, Any]:
+        """Full text of preview refs `mem:<id>` / `ep:<id>` owned by `agent_id`, within
+        preview.CONTENTS_BUDGET; refs past the budget come back in `deferred`."""
+        agent = validate.identifier("agent_id", agent_id)
+        parsed = preview.parse_refs(refs)
+        with self.db.read() as s:
+            return preview.get_contents(s, agent or "", parsed)
+
+
+def _check_request(req: RecallRequest) -> None:
+    validate.identifier("agent_id", req.agent_id)
+    validate.text("query", req.query, max_chars=validate.MAX_QUERY_CHARS)
+    validate.limit("limit", req.limit)
+    validate.identifier("channel", req.channel)
+    validate.identifier("project_id", req.project_id, allow_none=True)
+    validate.identifier("source_id", req.source_id)
+    validate.string_list("exclude_contents", req.exclude_contents, max_items=200, max_chars=100_000)
+    validate.boolean("deep", req.deep)

@@ -1,0 +1,167 @@
+"""Writing text rows: store, archive_episode, update_memory — and the one write step they
+share (`_write_embedded`):
+
+    embed the text (no lock held) → ONE transaction: check the database still records this
+    backend's model, write the row with its vector — or without one plus its embed task →
+    after COMMIT, put the vector into the resident index (or take the stale one out).
+
+So a crash never leaves a vector-less row without its task, and the index sees writes in
+commit order. Dedup skips, never overwrites: a memory already visible in its own
+agent/project/channel scope (same content, or same message id) is answered `skipped`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from cpersona.config import Settings
+from cpersona.embedding.gateway import EmbeddingGateway
+from cpersona.errors import InvalidArgument, Refused
+from cpersona.index.resident import ResidentIndexes
+from cpersona.jobs.task_queue import TaskQueue
+from cpersona.policy import drafts, validate
+from cpersona.policy.pause import Pause
+from cpersona.policy.projects import OperatingContext
+from cpersona.service.outcomes import ArchiveResult, RowChange, StoreResult
+from cpersona.service.paused import skipped_body
+from cpersona.storage import Database, Session
+from cpersona.storage.codec import to_blob
+from cpersona.storage.records import RowRef
+
+#: Extra keys of a write refused by the operating context's registry (reject mode).
+REFUSED = {"store": {"result": "rejected"}, "archive_episode": {"episode_id": None}}
+
+
+class WriteService:
+    """The write tools; mixed into `Engine`, which provides the attributes below."""
+
+    settings: Settings
+    db: Database
+    gateway: EmbeddingGateway
+    resident: ResidentIndexes
+    queue: TaskQueue
+    pause: Pause
+    operating_context: OperatingContext
+    refresh_if_changed: Callable[[], None]
+
+    def gated(self, tool: str, agent_id: Any, project_id: Any, write: bool,
+              run: Callable[[str | None], Any]) -> Any:
+        """Run `run(resolved project_id)` behind the operating context's project rules:
+        "@auto" resolved, the registry checked (a write outside it is refused in reject
+        mode), `resolved_project_id` / `operating_context_warning` added to the answer."""
+        gate = self.operating_context.gate(agent_id, project_id, write)
+        if gate.refusal is not None:
+            body = gate.refused(REFUSED.get(tool, {}))
+            if tool == "store":
+                body["reason"] = gate.refusal
+            return body
+        out = run(gate.project_id)
+        return {**out, **gate.extras} if gate.extras else out
+
+    def _write_embedded(self, table: str, text: str, write: Callable[[Session, bytes | None], RowRef | None],
+                        replaces: bool = False) -> tuple[RowRef | None, bool]:
+        """The shared write step (module doc). `write(session, blob)` writes the row and
+        returns its ref (None = nothing written); `replaces` = an existing row's text changed.
+        Returns (ref, embedded)."""
+        vec = self.gateway.embed_one(text)
+        self.refresh_if_changed()
+        with self.db.write() as s:
+            vec = self.gateway.vector_for_write(s, vec)
+            ref = write(s, to_blob(vec) if vec is not None else None)
+            if ref is not None:
+                self._index_or_queue(s, table, ref, vec, replaces)
+        if ref is not None and vec is None:
+            self.queue.notify()
+        return ref, vec is not None
+
+    def _index_or_queue(self, s: Session, table: str, ref: RowRef, vec: np.ndarray | None, replaces: bool) -> None:
+        if vec is None:  # the vector comes later, from the task queue (same transaction)
+            self.queue.enqueue_embed(s, table, ref)
+            if replaces:
+                s.after(lambda: self.resident.remove(table, ref.id))
+            return
+        if replaces:
+            s.tasks.drop_embed(table, ref.id)
+        s.after(lambda: self.resident.add(table, ref, vec))
+
+    # ------------------------------------------------------------------ tools
+    def store(self, agent_id: Any, content: Any, **message: Any) -> StoreResult:
+        """Write one memory. Dedup = skip, never upsert.
+
+        Keyword args: msg_id, source (dict), timestamp (ISO-8601), metadata (dict),
+        channel, project_id (the operating context's project rules apply). Returns
+        `{ok: true, result: "stored", id, embedded}` | `{ok: true, result: "skipped", reason, id?}` |
+        `{ok: false, result: "rejected", reason}` (reason names the argument and rule).
+        While persistence is paused: the skipped body (`persisted: false`), nothing written.
+        """
+        project = message.pop("project_id", "")
+        return self.gated("store", agent_id, project, True,
+                          lambda p: self._store(agent_id, content, project_id=p, **message))
+
+    def _store(self, agent_id: Any, content: Any, **message: Any) -> StoreResult:
+        if (paused := skipped_body(self.pause, "store")) is not None:
+            return paused
+        try:
+            draft = drafts.prepare_memory(agent_id, content, max_content=self.settings.max_content_length,
+                                          max_metadata=self.settings.max_metadata_length, **message)
+        except InvalidArgument as err:
+            return {"ok": False, "result": "rejected", "reason": str(err)}
+        with self.db.read() as s:
+            dup = s.memories.find_duplicate(draft)
+        if dup:
+            return {"ok": True, "result": "skipped", "reason": dup[0], "id": dup[1]}
+        found: list[tuple[str, int]] = []
+
+        def write(s: Session, blob: bytes | None) -> RowRef | None:
+            again = s.memories.find_duplicate(draft)
+            if again:
+                found.append(again)
+                return None
+            return s.memories.insert(draft, blob)
+
+        ref, embedded = self._write_embedded("memories", draft.content, write)
+        if found:
+            return {"ok": True, "result": "skipped", "reason": found[0][0], "id": found[0][1]}
+        if ref is None:
+            return {"ok": True, "result": "skipped", "reason": "duplicate (unique index)"}
+        return {"ok": True, "result": "stored", "id": ref.id, "embedded": embedded}
+
+    def archive_episode(self, agent_id: Any, summary: Any, **fields: Any) -> ArchiveResult:
+        """Store a caller-computed session summary; moves the episode boundary (older
+        memories rank lower). Keyword args: keywords, history (list of {timestamp}),
+        resolved, channel, project_id. Returns `{ok: true, episode_id, embedded}` or
+        `{ok: false, episode_id: null, error}`. Paused: the skipped body."""
+        project = fields.pop("project_id", "")
+        return self.gated("archive_episode", agent_id, project, True,
+                          lambda p: self._archive(agent_id, summary, project_id=p, **fields))
+
+    def _archive(self, agent_id: Any, summary: Any, **fields: Any) -> ArchiveResult:
+        if (paused := skipped_body(self.pause, "archive_episode")) is not None:
+            return paused
+        try:
+            draft = drafts.prepare_episode(agent_id, summary, max_content=self.settings.max_content_length, **fields)
+        except InvalidArgument as err:
+            return {"ok": False, "episode_id": None, "error": str(err)}
+        ref, embedded = self._write_embedded("episodes", draft.summary, lambda s, blob: s.episodes.insert(draft, blob))
+        return {"ok": True, "episode_id": ref.id if ref else None, "embedded": embedded}
+
+    def update_memory(self, memory_id: Any, content: Any, agent_id: Any = None) -> RowChange:
+        """Replace a memory's content; re-embeds it, keeps its id, msg_id, source, timestamp,
+        channel and project. agent_id None/'' = no ownership check. Returns
+        {ok: true, updated_id, embedded} | {ok: false, error} (not found, locked, not owned,
+        same content as another memory of the same agent/project/channel)."""
+        if (paused := skipped_body(self.pause, "update_memory")) is not None:
+            return paused
+        mid = validate.row_id("memory_id", memory_id)
+        owner = validate.owner(agent_id)
+        clean = drafts.clean_text("content", content, self.settings.max_content_length)
+        try:
+            with self.db.read() as s:
+                s.memories.check_writable(mid, owner)  # answer early, before embedding
+            _, embedded = self._write_embedded(
+                "memories", clean, lambda s, blob: s.memories.update_content(mid, owner, clean, blob), replaces=True)
+        except Refused as err:
+            return {"ok": False, "error": str(err)}
+        return {"ok": True, "updated_id": mid, "embedded": embedded}

@@ -1,0 +1,19 @@
+"""Stored vectors are little-endian float32 BLOBs of 4·dim bytes (the original's format)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+_DTYPE = np.dtype("<f4")
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    """(dim,) float vector → 4·dim bytes, little-endian float32."""
+    return np.asarray(vector, dtype=_DTYPE).tobytes()
+
+
+def from_blob(blob: bytes | None) -> np.ndarray | None:
+    """BLOB → (dim,) float32, or None when empty or its length is not a multiple of 4."""
+    if not blob or len(blob) % 4:
+        return None
+    return np.frombuffer(blob, dtype=_DTYPE).astype(np.float32)

@@ -1,0 +1,70 @@
+"""`Session`: one connection's view of the store, as repositories bound to it.
+
+Code above the storage layer never writes SQL: it opens a session (`Database.read()` /
+`Database.write()`) and calls the repository of the table it needs, e.g.
+`session.memories.insert(draft, blob)`. Each repository is created on first use.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from functools import cached_property
+from typing import Callable
+
+from cpersona.storage.agents import AgentRepo
+from cpersona.storage.episodes import EpisodeRepo
+from cpersona.storage.memories import MemoryRepo
+from cpersona.storage.meta import MetaRepo
+from cpersona.storage.profiles import ProfileRepo
+from cpersona.storage.search import SearchRepo
+from cpersona.storage.tasks import TaskRepo
+from cpersona.storage.vectors import VectorRepo
+
+
+class Session:
+    """Repositories over one connection. Inside `Database.write()` every call belongs to
+    the same transaction; `after(fn)` defers `fn` until that transaction has committed."""
+
+    def __init__(self, conn: sqlite3.Connection, fts_enabled: bool) -> None:
+        self.conn = conn  # for the repositories (and tests); never used above storage/
+        self.fts_enabled = fts_enabled
+        self._after: list[Callable[[], None]] = []
+
+    def after(self, change: Callable[[], None]) -> None:
+        """Run `change` after COMMIT, before the next writer of this process commits."""
+        self._after.append(change)
+
+    def pending_after(self) -> list[Callable[[], None]]:
+        return self._after
+
+    @cached_property
+    def memories(self) -> MemoryRepo:
+        return MemoryRepo(self.conn)
+
+    @cached_property
+    def episodes(self) -> EpisodeRepo:
+        return EpisodeRepo(self.conn)
+
+    @cached_property
+    def profiles(self) -> ProfileRepo:
+        return ProfileRepo(self.conn)
+
+    @cached_property
+    def search(self) -> SearchRepo:
+        return SearchRepo(self.conn, self.fts_enabled)
+
+    @cached_property
+    def tasks(self) -> TaskRepo:
+        return TaskRepo(self.conn)
+
+    @cached_property
+    def meta(self) -> MetaRepo:
+        return MetaRepo(self.conn)
+
+    @cached_property
+    def vectors(self) -> VectorRepo:
+        return VectorRepo(self.conn)
+
+    @cached_property
+    def agents(self) -> AgentRepo:
+        return AgentRepo(self.conn)

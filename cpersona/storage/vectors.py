@@ -1,0 +1,100 @@
+"""Stored vectors: which rows carry a vector of the active model, and writing vectors.
+
+"Embedded by the active model" always means the one predicate `_EMBEDDED`: a vector of
+4·dim bytes (float32) outside the stale id range (watermark, boundary] that a model change
+left to re-embed. Every reader of vectors — the resident index, calibration samples — uses it,
+so rows of two models are never mixed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Iterator
+
+from cpersona.storage.records import VectorRow
+
+#: table → the column holding the embedded text.
+TEXT_COLUMN = {"memories": "content", "episodes": "summary"}
+_EMBEDDED = "embedding IS NOT NULL AND length(embedding) = ? AND NOT (id > ? AND id <= ?)"
+_CHUNK = 500
+
+
+def _embedded(dim: int, stale: tuple[int, int]) -> tuple[str, list]:
+    return _EMBEDDED, [4 * dim, stale[0], stale[1]]
+
+
+class VectorRepo:
+    """Vector reads and writes over one connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    # ------------------------------------------------------------------- read
+    def embedded_rows(self, table: str, dim: int, stale: tuple[int, int]) -> Iterator[VectorRow]:
+        """Every row of `table` embedded by the active model, oldest first (created_at, id)."""
+        where, params = _embedded(dim, stale)
+        sql = (f"SELECT id, agent_id, project_id, channel, created_at, embedding FROM {table} WHERE {where} "
+               "ORDER BY created_at, id")
+        return (VectorRow._make(r) for r in self.conn.execute(sql, params))
+
+    def embedded_memory_ids(self, dim: int, stale: tuple[int, int], agent_id: str | None) -> list[int]:
+        """Ids of the memories (of `agent_id`, None = all) embedded by the active model."""
+        where, params = _embedded(dim, stale)
+        if agent_id is not None:
+            where, params = where + " AND agent_id = ?", params + [agent_id]
+        return [r[0] for r in self.conn.execute(f"SELECT id FROM memories WHERE {where} ORDER BY id", params)]
+
+    def newest_memories(self, dim: int, stale: tuple[int, int], agent_id: str | None, n: int) -> list[tuple[int, str]]:
+        """(id, timestamp) of the n embedded memories with the greatest timestamp."""
+        where, params = _embedded(dim, stale)
+        if agent_id is not None:
+            where, params = where + " AND agent_id = ?", params + [agent_id]
+        sql = f"SELECT id, timestamp FROM memories WHERE {where} ORDER BY timestamp DESC, id DESC LIMIT ?"
+        return self.conn.execute(sql, [*params, n]).fetchall()
+
+    def dated_memories(self, dim: int, stale: tuple[int, int], agent_id: str) -> list[tuple[int, str, str, bytes]]:
+        """(id, content, timestamp, embedding) of the agent's embedded memories with a timestamp."""
+        where, params = _embedded(dim, stale)
+        sql = f"SELECT id, content, timestamp, embedding FROM memories WHERE {where} AND agent_id = ? " \
+              "AND timestamp != '' ORDER BY id"
+        return self.conn.execute(sql, [*params, agent_id]).fetchall()
+
+    def agents_with_vectors(self, dim: int, stale: tuple[int, int], minimum: int) -> list[str]:
+        """Agents owning at least `minimum` memories embedded by the active model."""
+        where, params = _embedded(dim, stale)
+        sql = f"SELECT agent_id FROM memories WHERE {where} GROUP BY agent_id HAVING COUNT(*) >= ? ORDER BY agent_id"
+        return [r[0] for r in self.conn.execute(sql, [*params, minimum])]
+
+    def memory_blobs(self, ids: list[int]) -> dict[int, bytes]:
+        """id → stored vector bytes of the listed memories (rows without one are left out)."""
+        out: dict[int, bytes] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL"
+            out.update(self.conn.execute(sql, chunk).fetchall())
+        return out
+
+    def texts_in_range(self, table: str, lo: int, hi: int, limit: int) -> list[tuple[int, str]]:
+        """(id, text) of rows with id in (lo, hi], in id order (re-embedding batches)."""
+        sql = f"SELECT id, {TEXT_COLUMN[table]} FROM {table} WHERE id > ? AND id <= ? ORDER BY id LIMIT ?"
+        return self.conn.execute(sql, (lo, hi, limit)).fetchall()
+
+    def pending_row(self, table: str, row_id: int) -> tuple[str, str, str, str, str, bool] | None:
+        """(text, agent_id, project_id, channel, created_at, has no vector) of one row."""
+        sql = (f"SELECT {TEXT_COLUMN[table]}, agent_id, project_id, channel, created_at, embedding IS NULL "
+               f"FROM {table} WHERE id = ?")
+        return self.conn.execute(sql, (row_id,)).fetchone()
+
+    def has_vector(self, table: str, row_id: int) -> bool | None:
+        """True / False whether the row has a vector; None when the row is gone."""
+        row = self.conn.execute(f"SELECT embedding IS NOT NULL FROM {table} WHERE id = ?", (row_id,)).fetchone()
+        return None if row is None else bool(row[0])
+
+    # ------------------------------------------------------------------ write
+    def set_if_text(self, table: str, row_id: int, text: str, blob: bytes, only_if_missing: bool) -> bool:
+        """Write the row's vector if its text is still `text` (and, with `only_if_missing`,
+        it has none yet). True when written."""
+        extra = " AND embedding IS NULL" if only_if_missing else ""
+        sql = f"UPDATE {table} SET embedding = ? WHERE id = ? AND {TEXT_COLUMN[table]} = ?{extra}"
+        return self.conn.execute(sql, (blob, row_id, text)).rowcount > 0

@@ -1,0 +1,1 @@
+"""Helpers with no knowledge of the rest of cpersona: time, text, JSON."""

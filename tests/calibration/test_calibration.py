@@ -1,0 +1,416 @@
+"""Calibration of the quality gate (spec retrieval.md §16, storage.md §8.1; issue 4 item 1
+and item 8): separation search, argument bounds, the sidecar (atomic, fingerprinted,
+restored at restart, corrupt / lost / stale ⇒ heuristic gate AND a visible notice),
+precision β, forgetting an agent, isolation, and the exact-match rule under a calibrated gate."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from conftest import db_rows, wait_until
+from quality_helpers import contents, make, recall, session_corpus, store_rows
+from cpersona.calibration import fused, precision, stats
+from cpersona.calibration import state as cal_state
+from cpersona.calibration import sidecar
+from cpersona.errors import InvalidArgument
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "cal.db"
+
+
+@pytest.fixture
+def engines():
+    made = []
+    yield made
+    for eng in reversed(made):
+        eng.close()
+
+
+@pytest.fixture
+def factory(db, engines):
+    def build(**overrides):
+        eng = make(db, **overrides)
+        engines.append(eng)
+        return eng
+    return build
+
+
+@pytest.fixture
+def calibrated(factory):
+    """Agent 'a' with a 5-session corpus, calibrated."""
+    eng = factory()
+    store_rows(eng, session_corpus())
+    res = eng.calibrate_threshold("a")
+    assert res["ok"] is True, res
+    return eng, res
+
+
+def sidecar_path(eng):
+    return sidecar.path_for(eng.settings.db_file)
+
+
+# ---------------------------------------------------------------- the math
+def test_separation_search_finds_the_gap_and_honours_min_keep():
+    null = np.linspace(0.0, 0.3, 200)
+    pos = np.linspace(0.5, 0.9, 50)
+    sep = stats.separation_search(null, pos, beta=1.0, floor=0.05)
+    assert 0.3 <= sep.threshold <= 0.5 and sep.youden_j == pytest.approx(1.0)
+    overlapping = np.linspace(0.2, 0.8, 100)
+    strict = stats.separation_search(null, overlapping, beta=4.0, floor=0.05)
+    capped = stats.separation_search(null, overlapping, beta=4.0, floor=0.05, min_keep=0.9)
+    assert capped.tpr >= 0.9 and capped.threshold <= strict.threshold
+    assert stats.separation_search(np.array([0.4]), np.array([0.4]), 1.0, 0.05).threshold == 0.4  # hi <= lo
+
+
+def test_sessions_split_on_gaps_longer_than_the_window():
+    from datetime import datetime, timedelta
+
+    t0 = datetime(2026, 1, 1)
+    stamps = [t0, t0 + timedelta(minutes=10), t0 + timedelta(hours=5), t0 + timedelta(days=1)]
+    assert stats.sessions(stamps, 1800) == 3 and stats.sessions([], 1800) == 0
+
+
+# ------------------------------------------------------------ argument bounds
+@pytest.mark.parametrize("kwargs, argument", [
+    ({"sample_size": -1}, "sample_size"),
+    ({"sample_size": 2001}, "sample_size"),
+    ({"sample_size": True}, "sample_size"),
+    ({"sample_size": 1.5}, "sample_size"),
+    ({"percentile": 150}, "percentile"),
+    ({"percentile": -0.5}, "percentile"),
+    ({"percentile": math.nan}, "percentile"),
+    ({"z_factor": 11}, "z_factor"),
+    ({"z_factor": math.inf}, "z_factor"),
+    ({"method": "magic"}, "method"),
+    ({"method": 3}, "method"),
+])
+def test_caller_arguments_are_bounded_and_validated(factory, kwargs, argument):
+    eng = factory()
+    with pytest.raises(InvalidArgument) as err:
+        eng.calibrate_threshold("a", **kwargs)
+    assert err.value.argument == argument
+
+
+def test_defaults_and_percent_form(factory):
+    s = factory().settings
+    req = precision.parse_request(s, "a", percentile=95)
+    assert (req.sample_size, req.percentile, req.method, req.z_factor) == (200, 0.95, "separation", 1.0)
+    assert precision.parse_request(s, "a", sample_size=15, method="ZSCORE").method == "zscore"
+
+
+def test_sample_size_is_capped_by_the_setting(factory):
+    eng = factory(calibrate_max_sample=30)
+    store_rows(eng, session_corpus())
+    with pytest.raises(InvalidArgument):
+        eng.calibrate_threshold("a", sample_size=31)
+    res = eng.calibrate_threshold("a", sample_size=30, method="percentile")
+    assert res["sampled_embeddings"] == 30 and res["num_pairs"] == 30 * 29 // 2
+
+
+# ------------------------------------------------------------- calibration
+def test_too_few_embeddings_fail_and_say_how_many(factory):
+    eng = factory()
+    store_rows(eng, session_corpus(1, 5))
+    res = eng.calibrate_threshold("a")
+    assert res["ok"] is False and "found 5" in res["error"]
+    # the failure is not silent in recall either
+    assert "calibration failed" in recall(eng, "kubernetes")["gate"]["reason"]
+
+
+def test_mode_none_cannot_calibrate(tmp_path):
+    eng = make(tmp_path / "n.db", embedder=None)
+    try:
+        res = eng.calibrate_threshold("a")
+        assert res["ok"] is False and "CPERSONA_EMBEDDING_MODE=none" in res["error"]
+        assert "gate" not in recall(eng, "x")  # nothing is wrong: the heuristic is the only gate there is
+    finally:
+        eng.close()
+
+
+def test_separation_on_sessions_measures_threshold_weight_and_fused_gate(calibrated):
+    eng, res = calibrated
+    assert res["proxy_source"] == "temporal" and res["youden_j"] > 0.5
+    assert res["null_admit_rate"] < 0.2 and res["pos_admit_rate"] > 0.8
+    fused = res["fused_gate"]
+    assert fused["signal"] == "cc" and fused["beta"] == 1.0 and len(fused["threshold_draws"]) == 5
+    assert fused["pos_admit_rate"] >= fused["min_keep"] == 0.9
+    trace = {}
+    recall(eng, "telescope nebula", trace=trace)
+    assert trace["fused_gate"] == fused["threshold"] and trace["gate_signal"] == "cc"
+    status = eng.get_recall_precision("a")["calibration"]
+    assert status["state"] == "calibrated" and status["vector_threshold"] == res["new_threshold"]
+
+
+def test_burst_loaded_corpus_falls_back_to_nearest_neighbours(factory):
+    eng = factory()
+    rows = [(c, "2026-02-01T10:00:00+00:00") for c, _ in session_corpus()]  # one burst: no session structure
+    store_rows(eng, rows)
+    res = eng.calibrate_threshold("a")
+    assert res["ok"] and res["proxy_source"] == "nn_fallback" and "session" in res["proxy_note"]
+    assert res["fused_gate"] is None or res["fused_gate"]["proxy_source"] == "semantic"
+
+
+@pytest.mark.parametrize("method", ["percentile", "zscore"])
+def test_other_methods(factory, method):
+    eng = factory()
+    store_rows(eng, session_corpus())
+    res = eng.calibrate_threshold("a", method=method, percentile=0.9, z_factor=1.5)
+    dist = res["distribution"]
+    if method == "zscore":
+        assert res["new_threshold"] == pytest.approx(max(dist["mean"] + 1.5 * dist["std"], 0.05), abs=2e-4)
+    else:
+        assert res["null_admit_rate"] == pytest.approx(0.1, abs=0.01)
+
+
+def test_global_calibration_sets_the_default_threshold(factory):
+    eng = factory()
+    store_rows(eng, session_corpus(), agent="x")
+    store_rows(eng, session_corpus(), agent="y")
+    res = eng.calibrate_threshold("")
+    assert res["scope"] == "global" and res["sampled_embeddings"] == 140 and "fused_gate" not in res
+    assert eng.calibration.vector_threshold("never-seen") == res["new_threshold"]
+
+
+def test_calibration_samples_only_the_agents_own_rows(factory):
+    eng = factory()
+    store_rows(eng, session_corpus(), agent="a")
+    store_rows(eng, session_corpus(2, 6), agent="b")
+    assert eng.calibrate_threshold("a")["sampled_embeddings"] == 70
+    assert eng.calibrate_threshold("b")["sampled_embeddings"] == 12
+    assert eng.calibration.gate_for("c").cosine_min is None  # another agent's calibration is not borrowed
+
+
+# -------------------------------------------------------------- the sidecar
+def test_sidecar_is_written_atomically_with_a_fingerprint(calibrated):
+    eng, res = calibrated
+    path = sidecar_path(eng)
+    data = json.loads(path.read_text())
+    assert data["scoring_version"] == cal_state.scoring_version(eng.settings) == f"{cal_state.SCORING_VERSION}/cc/alpha=0.2"
+    assert (data["embedding_model"], data["embedding_dim"]) == ("hash-512", 512)
+    assert data["agent_thresholds"]["a"] == res["new_threshold"]
+    assert data["agent_fused_gates"]["a"] == res["fused_gate"]["threshold"] and data["fused_gate_signal"] == "cc"
+    assert not list(path.parent.glob(path.name + ".tmp.*"))
+    assert db_rows(eng.settings.db_file, "SELECT COUNT(*) FROM cpersona_meta WHERE key = 'calibration'")[0][0] == 1
+    assert res["sidecar_persisted"] is True
+
+
+def test_calibration_survives_restart(calibrated, factory):
+    eng, res = calibrated
+    eng.close()
+    again = factory()
+    g = again.calibration.gate_for("a")
+    assert g.cosine_min == res["new_threshold"] and g.fused_gate == res["fused_gate"]["threshold"]
+    assert again.calibration.startup.action == "restored"
+    out = recall(again, "telescope nebula")
+    assert "gate" not in out and out["messages"]
+
+
+def test_corrupt_sidecar_falls_back_to_the_heuristic_and_says_so(calibrated, factory):
+    eng, _ = calibrated
+    eng.close()
+    sidecar_path(eng).write_text("{not json")
+    again = factory()
+    assert again.calibration.gate_for("a").cosine_min is None
+    trace = {}
+    out = recall(again, "telescope nebula", trace=trace)
+    assert trace["fused_gate"] is None
+    assert out["gate"]["state"] == "heuristic" and "unreadable" in out["gate"]["reason"]
+    assert again.get_recall_precision("a")["calibration"]["sidecar"] == "corrupt"
+
+
+def test_wrong_shape_sidecar_is_corrupt_too(calibrated, factory):
+    eng, _ = calibrated
+    eng.close()
+    sidecar_path(eng).write_text(json.dumps({"agent_thresholds": {"a": "high"}}))
+    assert "not a finite number" in recall(factory(), "nebula")["gate"]["reason"]
+
+
+def test_lost_sidecar_is_recognised_and_reported(calibrated, factory):
+    eng, _ = calibrated
+    eng.close()
+    sidecar_path(eng).unlink()
+    out = recall(factory(), "telescope nebula")
+    assert "missing" in out["gate"]["reason"] and "calibrate_threshold" in out["gate"]["fix"]
+
+
+def test_a_changed_cc_alpha_makes_the_sidecar_stale(calibrated, factory):
+    eng, _ = calibrated
+    eng.close()
+    reason = recall(factory(cc_alpha=0.5), "nebula")["gate"]["reason"]
+    assert "stale" in reason and "alpha=0.5" in reason
+    assert "gate" not in recall(factory(), "nebula")  # same settings: the sidecar applies
+
+
+def test_stale_fingerprint_is_not_applied_and_recalibrates_in_the_background(calibrated, factory):
+    eng, res = calibrated
+    eng.close()
+    path = sidecar_path(eng)
+    data = json.loads(path.read_text())
+    data["scoring_version"] = "old-scoring"
+    data["agent_betas"] = {"a": 2.0}
+    path.write_text(json.dumps(data))
+    frozen = factory()  # CALIBRATE_ON_MODEL_CHANGE off: stale gates never applied, notice shown
+    assert "stale" in recall(frozen, "nebula")["gate"]["reason"]
+    assert frozen.calibration.beta("a") == 2.0  # β overrides survive staleness
+    frozen.close()
+    live = factory(calibrate_on_model_change=True)
+    assert wait_until(lambda: live.calibration.startup.finished_at != "", timeout=60)
+    assert live.calibration.gate_for("a").cosine_min is not None
+    assert live.calibration.startup.action == "recalibrated"
+    assert "gate" not in recall(live, "nebula")
+    assert list(path.parent.glob(path.name + ".before-old-scoring-*"))
+    assert json.loads(path.read_text())["scoring_version"] == cal_state.scoring_version(live.settings)
+    assert live.calibration.beta("a") == 2.0
+
+
+def test_changed_embedding_model_makes_the_gates_stale(calibrated, factory):
+    from quality_helpers import HashEmbedder
+
+    eng, _ = calibrated
+    eng.close()
+    other = factory(embedder=HashEmbedder("another-model"))
+    out = recall(other, "telescope nebula")  # the first embed reconciles: a new model
+    assert out["gate"]["state"] == "heuristic" and "model changed" in out["gate"]["reason"]
+
+
+def test_startup_calibrates_an_uncalibrated_corpus_without_blocking(factory, engines):
+    eng = factory()
+    store_rows(eng, session_corpus())
+    eng.close()
+    engines.remove(eng)
+    live = factory(calibrate_on_model_change=True)
+    assert wait_until(lambda: live.calibration.startup.finished_at != "", timeout=60)
+    assert live.calibration.gate_for("a").cosine_min is not None
+    assert live.calibration.startup.action == "initial" and sidecar_path(live).exists()
+
+
+def test_unwritable_sidecar_reports_instead_of_failing(calibrated, monkeypatch):
+    eng, _ = calibrated
+    monkeypatch.setattr(sidecar, "write_atomic", lambda path, payload: "PermissionError: read-only folder")
+    res = eng.calibrate_threshold("a")
+    assert res["ok"] is True and res["sidecar_persisted"] is False and "read-only" in res["sidecar_error"]
+
+
+# ------------------------------------------------------------- precision β
+def test_set_recall_precision_moves_the_gate_at_once(calibrated):
+    eng, res = calibrated
+    balanced = res["fused_gate"]["threshold"]
+    out = eng.set_recall_precision("a", "strict")
+    assert out["ok"] and out["beta"] == 2.0 and out["precision"] == "strict" and out["fused_gate"]["beta"] == 2.0
+    assert out["fused_gate"]["threshold"] >= balanced
+    trace = {}
+    recall(eng, "nebula", trace=trace)
+    assert trace["fused_gate"] == out["fused_gate"]["threshold"]
+    got = eng.get_recall_precision("a")
+    assert (got["precision"], got["beta"], got["overridden"], got["global_beta"]) == ("strict", 2.0, True, 1.0)
+    assert eng.set_recall_precision("a", beta=0.7)["precision"] == "custom"
+    cleared = eng.set_recall_precision("a")
+    assert cleared["cleared"] is True and cleared["beta"] == 1.0 and cleared["precision"] == "default"
+    assert eng.get_recall_precision("a")["overridden"] is False
+    assert "a" not in json.loads(sidecar_path(eng).read_text())["agent_betas"]
+
+
+def test_set_recall_precision_rules(calibrated):
+    eng, _ = calibrated
+    with pytest.raises(InvalidArgument):
+        eng.set_recall_precision("a", "paranoid")
+    with pytest.raises(InvalidArgument):
+        eng.set_recall_precision("", "strict")
+    with pytest.raises(InvalidArgument):
+        eng.set_recall_precision("a", beta=-1)
+    failed = eng.set_recall_precision("nobody", "strict")  # nothing to calibrate ⇒ rolled back
+    assert failed["ok"] is False and "unchanged" in failed["error"]
+    assert eng.get_recall_precision("nobody")["overridden"] is False
+
+
+def test_paused_calibration_tools_validate_then_skip(calibrated):
+    eng, res = calibrated
+    eng.pause_persistence(60)
+    with pytest.raises(InvalidArgument):
+        eng.calibrate_threshold("a", method="magic")
+    skipped = eng.calibrate_threshold("a")
+    assert skipped["persisted"] is False and skipped["new_threshold"] is None and skipped["sampled_embeddings"] == 0
+    body = eng.set_recall_precision("a", "strict")
+    assert body["persisted"] is False and body["fused_gate"] is None and body["calibrate"] is None
+    assert eng.calibration.beta("a") == 1.0
+    eng.resume_persistence()
+
+
+def test_precision_from_settings(factory):
+    eng = factory(recall_precision="strict")
+    assert eng.get_recall_precision("z")["global_beta"] == 2.0
+    assert factory(fused_gate_beta=3.0).get_recall_precision("z")["global_precision"] == "custom"
+
+
+# ----------------------------------------------------------- forget, isolation
+def test_forget_agent_drops_its_entries_everywhere(calibrated):
+    eng, _ = calibrated
+    eng.set_recall_precision("a", "lenient")
+    assert eng.calibration.forget_agent("a") >= 3
+    assert eng.calibration.gate_for("a").cosine_min is None
+    data = json.loads(sidecar_path(eng).read_text())
+    assert "a" not in data["agent_thresholds"] and "a" not in data["agent_fused_gates"] and "a" not in data["agent_betas"]
+
+
+def test_delete_agent_data_forgets_the_calibration(calibrated):
+    eng, _ = calibrated
+    out = eng.delete_agent_data("a")
+    assert out["deleted_calibration"] >= 2
+    assert "a" not in json.loads(sidecar_path(eng).read_text())["agent_thresholds"]
+
+
+# -------------------------------------------------- the gate and exact matches
+def test_a_calibrated_gate_never_empties_an_exact_identifier_match(calibrated):
+    eng, _ = calibrated
+    eng.store("a", "rollback of kubernetes release ERR_TIMEOUT_1750 on ingress", timestamp="2026-01-05T09:30:00+00:00")
+    eng.calibration.gates["a"] = 0.99  # a gate nothing but an exact match can pass
+    out = recall(eng, "ERR_TIMEOUT_1750")
+    assert contents(out) == ["rollback of kubernetes release ERR_TIMEOUT_1750 on ingress"]
+    assert recall(eng, "what happened with the rollout")["messages"] == [] or all(
+        m["match_reason"]["cosine"] >= eng.calibration.vector_threshold("a") for m in recall(eng, "rollout")["messages"])
+
+
+def test_gate_disabled_keeps_every_scored_row(calibrated, factory):
+    eng, _ = calibrated
+    eng.calibration.gates["a"] = 0.99
+    gated = len(recall(eng, "nebula galaxy")["messages"])
+    eng.close()
+    ungated = factory(gate_enabled=False)
+    assert len(recall(ungated, "nebula galaxy")["messages"]) > gated
+
+
+def test_a_gate_kept_heuristic_is_reported_and_not_recalibrated_at_every_start(factory, engines, monkeypatch):
+    monkeypatch.setattr(fused, "MIN_GATE_J", 2.0)  # no corpus separates that well: the heuristic is kept
+    eng = factory()
+    store_rows(eng, session_corpus())
+    res = eng.calibrate_threshold("a")
+    assert res["fused_gate"] is None and "heuristic gate is kept" in res["fused_gate_note"]
+    assert res["fused_gate_measured"]["youden_j"] is not None
+    assert "gate" not in recall(eng, "nebula")  # measured, nothing to fix: no notice
+    eng.close()
+    engines.remove(eng)
+    again = factory(calibrate_on_model_change=True)
+    again.calibration._thread.join(30)
+    assert again.calibration.startup.action == "restored" and not again.calibration.startup.finished_at
+
+
+def test_gate_rules_with_calibrated_thresholds():
+    from cpersona.retrieval.candidate import MEMORY, PROFILE, Candidate
+    from cpersona.retrieval.gate import Gate
+
+    g = Gate(pool=100, min_score=0.2, rrf_k=60, blank_query=False, needles=("err_42",), fused_gate=0.5,
+             gate_signal="cc", cosine_min=0.6)
+    cc_row = lambda **kw: Candidate(MEMORY, 1, kw.pop("text", "x"), **kw)
+    assert g.passes(cc_row(cc=0.55, lexical=0.7)) and not g.passes(cc_row(cc=0.45, lexical=0.56))
+    assert g.passes(cc_row(cc=0.1, cosine=0.65))  # vector evidence above the calibrated threshold
+    assert g.passes(cc_row(cc=0.0, lexical=0.0, text="see ERR_42"))  # exact match
+    rrf_vector = Gate(pool=100, min_score=0.2, rrf_k=60, blank_query=False, needles=(), cosine_min=0.6)
+    assert not rrf_vector.passes(cc_row(rrf=0.03, cosine=0.5)) and rrf_vector.passes(cc_row(rrf=0.03, cosine=0.61))
+    assert not Gate(pool=49, min_score=0.2, rrf_k=60, blank_query=False, needles=()).passes(Candidate(PROFILE, -1, "p"))
+    assert Gate(pool=49, min_score=0.2, rrf_k=60, blank_query=False, needles=(), enabled=False).passes(cc_row(cc=0.0))

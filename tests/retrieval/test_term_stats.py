@@ -1,0 +1,92 @@
+"""Common-term pruning of FTS queries (cpersona.retrieval.term_stats) and the gate pool cache."""
+
+from __future__ import annotations
+
+from cpersona.storage.db import Database
+from cpersona.retrieval import term_stats
+
+
+def fill(db: Database, n: int) -> None:
+    with db.write() as session:
+        conn = session.conn
+        conn.executemany(
+            "INSERT INTO memories(agent_id, content, timestamp) VALUES ('a', ?, '')",
+            [(f"common boilerplate line {i} unique-{i:05d}" + (" rareword" if i == 7 else ""),) for i in range(n)],
+        )
+
+
+def test_common_terms_are_dropped_on_large_tables(tmp_path):
+    db = Database(str(tmp_path / "t.db"))
+    fill(db, 20500)
+    with db.read() as session:
+        kept = term_stats.prune_common(session, "memories_fts", ["boilerplate", "rareword", "unique-00042"])
+    assert kept == ["rareword", "unique-00042"]
+    db.close()
+
+
+def test_rarest_term_survives_and_small_tables_are_untouched(tmp_path):
+    db = Database(str(tmp_path / "t.db"))
+    fill(db, 20500)
+    with db.read() as session:
+        assert term_stats.prune_common(session, "memories_fts", ["common", "boilerplate"]) in (["common"], ["boilerplate"])
+    db.close()
+    small = Database(str(tmp_path / "s.db"))
+    fill(small, 100)
+    with small.read() as session:
+        assert term_stats.prune_common(session, "memories_fts", ["common", "boilerplate"]) == ["common", "boilerplate"]
+    small.close()
+
+
+def test_other_agents_data_cannot_hide_a_row_through_pruning(tmp_path):
+    from cpersona.config import Settings
+    from cpersona.service.engine import Engine
+    from cpersona.retrieval.pipeline import RecallRequest
+
+    eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "x.db"), embedding_mode="none"))
+    eng.store("a", "the kubernetes server crashed at noon")
+    with eng.db.write() as session:
+        conn = session.conn
+        conn.executemany("INSERT INTO memories(agent_id, content, timestamp) VALUES ('b', ?, '')",
+                         [(f"kubernetes note {i}",) for i in range(21000)])
+    got = [m["content"] for m in eng.recall(RecallRequest("a", "kubernetes outage"))["messages"]]
+    assert got == ["the kubernetes server crashed at noon"]
+    eng.close()
+
+
+def test_gate_pool_count_is_cached_until_the_file_changes(tmp_path):
+    from cpersona.config import Settings
+    from cpersona.service.engine import Engine
+    from cpersona.storage.scope import Scope
+
+    eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "p.db"), embedding_mode="none"))
+    other = Engine(Settings.from_env({}, db_path=str(tmp_path / "p.db"), embedding_mode="none"))
+    scope = Scope("a", None, None)
+    assert eng.pool_size(scope) == 0
+    eng.store("a", "one")
+    assert eng.pool_size(scope) == 1  # own write
+    other.archive_episode("a", "an episode")
+    assert eng.pool_size(scope) == 2  # another connection's commit
+    eng.close()
+    other.close()
+
+
+def test_recall_counts_the_gate_pool_once_until_the_file_changes(tmp_path, monkeypatch):
+    from cpersona.config import Settings
+    from cpersona.retrieval.pipeline import RecallRequest
+    from cpersona.service.engine import Engine
+    from cpersona.storage.search import SearchRepo
+
+    counted = []
+    real = SearchRepo.pool_size
+    monkeypatch.setattr(SearchRepo, "pool_size", lambda self, scope: counted.append(scope) or real(self, scope))
+    eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "c.db"), embedding_mode="none"))
+    try:
+        eng.store("a", "kiwi orchard notes")
+        for _ in range(3):
+            assert eng.recall(RecallRequest("a", "kiwi"))["messages"]
+        assert len(counted) == 1
+        eng.store("a", "kiwi harvest")
+        eng.recall(RecallRequest("a", "kiwi"))
+        assert len(counted) == 2  # a write invalidates the cached count
+    finally:
+        eng.close()

@@ -28,9 +28,10 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -283,7 +284,7 @@ class McpServer:
         token is masked)."""
         return {k: ("***" if "TOKEN" in k else v) for k, v in sorted(self.env.items())}
 
-    async def __aenter__(self) -> "McpServer":
+    async def __aenter__(self) -> McpServer:
         from mcp.client.session import ClientSession
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -438,8 +439,8 @@ async def store_corpus(server: McpServer, memories: list[dict], label: str = "st
         if isinstance(row, int):
             report.rows[row].append(mem["id"])
         if result != "stored":
-            report.problems.append({"id": mem["id"], "result": result, "reason": payload.get("reason") or payload.get("error"),
-                                    "row": row})
+            report.problems.append({"id": mem["id"], "result": result,
+                                    "reason": payload.get("reason") or payload.get("error"), "row": row})
         progress.update()
     report.wall_s = time.perf_counter() - started
     return report
@@ -524,7 +525,8 @@ async def recall_queries(server: McpServer, queries: list[dict], limit: int, row
                 unmapped += 1
             ranking.append(ids or [])
         scores = score_ranking(ranking, q)
-        per_query.append({"id": q["id"], "category": category_of(q), "rows": len(messages), "ms": round(ms, 2), **scores})
+        per_query.append({"id": q["id"], "category": category_of(q), "rows": len(messages), "ms": round(ms, 2),
+                          **scores})
         progress.update()
     return RecallRun(per_query, ms_all, advisories, errors, unmapped)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import fmt, print_table  # noqa: E402
+from common import fmt, print_table
 
 METRICS = ("ndcg@10", "recall@10", "recall@5", "mrr@10")
 

@@ -71,7 +71,7 @@ def texts_per_second(embed, texts: list[str], batch: int) -> float:
 
 def bench_model(name: str, texts: list[str], threads: int) -> dict:
     """Load model `name` and measure it; returns one JSON-ready result row."""
-    from cpersona.core.embedding.local import LocalEmbedder
+    from cpersona.embedding.local import LocalEmbedder
 
     started = time.perf_counter()
     emb = LocalEmbedder(name, threads=threads, background=False)
@@ -92,7 +92,7 @@ def bench_model(name: str, texts: list[str], threads: int) -> dict:
 
 
 def print_table(rows: list[dict], source: str, threads: int) -> None:
-    header = ("model", "dim", "load s", "texts", f"b1 texts/s", f"b{BATCH} texts/s", "model_id")
+    header = ("model", "dim", "load s", "texts", "b1 texts/s", f"b{BATCH} texts/s", "model_id")
     lines = [header] + [
         (r["model"], str(r["dim"]), f"{r['load_s']:.2f}", str(r["n_texts"]),
          f"{r['texts_per_s_batch1']:.1f}", f"{r[f'texts_per_s_batch{BATCH}']:.1f}", r["model_id"])
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     for var in THREAD_ENV:  # before numpy / libgomp are loaded
         os.environ[var] = str(args.threads)
     sys.path.insert(0, str(REPO))
-    from cpersona.core.embedding.local import MODELS, model_installed
+    from cpersona.embedding.local import MODELS, model_installed
 
     texts, source = load_texts(args.texts)
     sizes = {"e5": args.e5_texts}

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common  # noqa: E402
+import common
 
 DIM = 512
 #: (size → recall p50 ms target); store target applies to every size.
@@ -43,7 +43,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sizes", default="1000,10000", help="comma-separated corpus sizes (default 1000,10000)")
     p.add_argument("--with-100k", action="store_true", help="also run 100,000 rows (store alone takes minutes)")
     p.add_argument("--max-queries", type=int, default=500, help="recalls per size, evenly spaced (default 500)")
-    p.add_argument("--data", type=Path, default=common.DEFAULT_DATA, help=f"data folder (default {common.DEFAULT_DATA})")
+    p.add_argument("--data", type=Path, default=common.DEFAULT_DATA,
+                   help=f"data folder (default {common.DEFAULT_DATA})")
     p.add_argument("--out", type=Path, default=common.RESULTS / "latency.json", help="JSON output")
     p.add_argument("--embedding", choices=("http", "none"), default="http",
                    help="http = fake /embed server (default); none = keyword-only, to isolate the embedding cost")
@@ -95,7 +96,7 @@ async def run_size(n: int, args: argparse.Namespace, url: str, workdir: Path) ->
         store = await common.store_corpus(server, data.memories, label=f"store {n}")
         row["store"] = store.as_json()
         if args.embedding != "none":
-            waited, left = await common.wait_all_embedded(db, 120)
+            _waited, left = await common.wait_all_embedded(db, 120)
             row["rows_without_vector"] = left
         await common.warm_up(server, queries[0]["agent_id"])
         rec = await common.recall_queries(server, queries, 10, store.rows, label=f"recall {n}")
@@ -167,7 +168,8 @@ def report(rows: list[dict], embedding: str, load_start: list[float] | None) -> 
             notes.append(f"{r['rows_without_vector']} rows without a vector")
         advisories = r["recall"]["responses_with_advisory"] if embedding != "none" else 0  # none: always a hint
         if advisories or r["recall"]["error_responses"]:
-            notes.append(f"advisories {r['recall']['responses_with_advisory']}, errors {r['recall']['error_responses']}")
+            notes.append(f"advisories {r['recall']['responses_with_advisory']}, "
+                         f"errors {r['recall']['error_responses']}")
         if r["server_stderr"]["flagged"]:
             notes.append(f"server stderr flagged lines: {r['server_stderr']['first'][:3]}")
         if "fake_embed_ms_per_text" in r:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common  # noqa: E402
+import common
 
 #: Default --max-queries per data set (others: all queries).
 DEFAULT_MAX_QUERIES = {"jsquad": 2000}
@@ -56,7 +56,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=10, help="recall limit, 1..100 (default 10)")
     p.add_argument("--max-queries", type=int, default=None,
                    help="evaluate this many queries, evenly spaced (default: all; jsquad 2000; 0 = all)")
-    p.add_argument("--data", type=Path, default=common.DEFAULT_DATA, help=f"data folder (default {common.DEFAULT_DATA})")
+    p.add_argument("--data", type=Path, default=common.DEFAULT_DATA,
+                   help=f"data folder (default {common.DEFAULT_DATA})")
     p.add_argument("--out", type=Path, default=None,
                    help="JSON output (default benchmarks/results/retrieval-<dataset>-<embedding>.json)")
     p.add_argument("--ready-timeout", type=float, default=180.0, help="seconds to wait for the embedding model")
@@ -85,8 +86,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict:
     cap = args.max_queries if args.max_queries is not None else DEFAULT_MAX_QUERIES.get(args.dataset)
     queries = common.select_evenly(data.queries, cap)
     sampling = (f"all {len(queries)} queries" if len(queries) == len(data.queries) else
-                f"{len(queries)} of {len(data.queries)} queries, evenly spaced (index i*{len(data.queries)}//{len(queries)})")
-    common.log(f"{args.dataset}: {len(data.memories)} memories, {sampling}; embedding={args.embedding}; folder {folder}")
+                f"{len(queries)} of {len(data.queries)} queries, evenly spaced "
+                f"(index i*{len(data.queries)}//{len(queries)})")
+    common.log(f"{args.dataset}: {len(data.memories)} memories, {sampling}; "
+               f"embedding={args.embedding}; folder {folder}")
 
     url = ""
     fake = None
@@ -206,7 +209,8 @@ def report(result: dict) -> None:
                  f"{o['mean_rows']:.2f}", o["zero_row_queries"]))
     base = result.get("baseline_floor")
     if base:
-        rows.append((f"fts5 floor (README, {base['queries']} q)", "", "", base["recall@10"], "", base["ndcg@10"], "", ""))
+        rows.append((f"fts5 floor (README, {base['queries']} q)", "", "", base["recall@10"], "", base["ndcg@10"],
+                     "", ""))
     common.print_table(("category", "queries", "R@5", "R@10", "MRR@10", "NDCG@10", "rows/q", "zero-row q"), rows)
 
     st, rc = result["store"], result["recall"]
@@ -232,13 +236,15 @@ def report(result: dict) -> None:
                      f"{min(thresholds, default='-')}..{max(thresholds, default='-')}; fused gates "
                      f"{gates or 'none (heuristic kept)'}")
     if "embedding_ready_wait_s" in result:
-        notes.append(f"model ready wait {result['embedding_ready_wait_s']} s, backfill wait {result.get('backfill_wait_s')} s")
+        notes.append(f"model ready wait {result['embedding_ready_wait_s']} s, "
+                     f"backfill wait {result.get('backfill_wait_s')} s")
     advisories = rc["responses_with_advisory"] if result["embedding"] != "none" else 0  # mode none: always a hint
     if advisories or rc["error_responses"] or rc["unmapped_rows"]:
         notes.append(f"recall advisories {rc['responses_with_advisory']}, errors {rc['error_responses']}, "
                      f"unmapped rows {rc['unmapped_rows']}")
     if srv["stderr"]["flagged"]:
-        notes.append(f"server stderr: {srv['stderr']['flagged']} warning/error lines, first: {srv['stderr']['first'][:3]}")
+        notes.append(f"server stderr: {srv['stderr']['flagged']} warning/error lines, "
+                     f"first: {srv['stderr']['first'][:3]}")
     busy = common.busy_machine_note(result["machine"]["loadavg_start"])
     if busy:
         notes.append(busy)

@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 
 from cpersona.errors import ConfigError
 
-__all__ = ["ConfigError", "SETTINGS", "Setting", "Settings"]
+__all__ = ["SETTINGS", "ConfigError", "Setting", "Settings"]
 
 
-def _alias(name: str) -> dict[str, Any]:
-    return {"json_schema_extra": {"alias": name}}
+def _alias(name: str) -> JsonDict:
+    return {"alias": name}
 
 
 class Settings(BaseModel):
@@ -36,29 +38,33 @@ class Settings(BaseModel):
     db_path: str = Field("data/cpersona.db", description="SQLite database file (`~` expanded; `:memory:` = RAM only).")
     fts_enabled: bool = Field(True, description="Keep the FTS5 trigram indexes; false = LIKE keyword search only.")
     max_content_length: int = Field(16000, ge=1, le=10_000_000, description="Longest memory / summary, in characters.")
-    max_profile_length: int = Field(2000, ge=1, le=1_000_000, description="Longest profile, in characters (cut beyond).")
-    max_metadata_length: int = Field(8000, ge=2, le=1_000_000, description="Longest source / metadata JSON, in characters.")
+    max_profile_length: int = Field(2000, ge=1, le=1_000_000,
+                                    description="Longest profile, in characters (cut beyond).")
+    max_metadata_length: int = Field(8000, ge=2, le=1_000_000,
+                                     description="Longest source / metadata JSON, in characters.")
     # ---------------------------------------------------------------- embedding
     embedding_mode: Literal["auto", "none", "http", "local"] = Field(
         "auto", description="auto = http if a URL is set, else the bundled model if installed, else none.",
-        **_alias("EMBEDDING_MODE"))
+        json_schema_extra=_alias("EMBEDDING_MODE"))
     embedding_url: str = Field("", description="The /embed endpoint of an HTTP embedding server.",
-                               **_alias("EMBEDDING_HTTP_URL"))
+                               json_schema_extra=_alias("EMBEDDING_HTTP_URL"))
     local_model: Literal["use", "e5"] = Field("use", description="Bundled model: use (USE multilingual, 512-d) or e5.")
     embedding_model: str = Field("", description="Model label recorded with HTTP vectors when the server sends none.",
-                                 **_alias("EMBEDDING_MODEL"))
+                                 json_schema_extra=_alias("EMBEDDING_MODEL"))
     embedding_threads: int = Field(1, ge=1, le=64, description="BLAS/OpenMP threads for the bundled model.")
     embedding_timeout_secs: float = Field(30.0, ge=0.1, le=600, description="Seconds one HTTP embedding call may take.")
     embedding_cache_size: int = Field(256, ge=0, le=1_000_000, description="Query vectors cached (LRU; 0 = off).")
     embedding_cache_ttl: float = Field(300.0, ge=0, le=86400 * 365, description="Seconds a cached query vector lives.")
     degraded_advisory: bool = Field(True, description="Tell the agent in recall when search runs without vectors.")
     # ----------------------------------------------------------- task queue
-    task_queue_enabled: bool = Field(True, description="Run the background worker that embeds rows stored without a vector.")
+    task_queue_enabled: bool = Field(
+        True, description="Run the background worker that embeds rows stored without a vector.")
     task_retry_delay: float = Field(30.0, ge=0.05, le=86400, description="Seconds between retries of a failing task.")
     task_max_retries: int = Field(3, ge=1, le=1000, description="Failed attempts before a task is marked failed.")
     # ------------------------------------------------------ operating context
     operating_context: Literal["on", "off"] = Field("on", description="off = ignore the operating-context file.")
-    operating_context_path: str = Field("", description="Operating-context TOML ('' = ~/.cpersona/operating-context.toml).")
+    operating_context_path: str = Field(
+        "", description="Operating-context TOML ('' = ~/.cpersona/operating-context.toml).")
     # --------------------------------------------------------------- retrieval
     recall_mode: Literal["cc", "rrf", "rsf", "cascade"] = Field(
         "cc", description="Fusion: cc (convex combination), rrf, rsf or the legacy cascade.")
@@ -85,20 +91,27 @@ class Settings(BaseModel):
     decay_rate: float = Field(0.005, ge=0.0, le=100.0, description="Confidence: time decay per hour of age.")
     decay_floor: float = Field(0.3, ge=0.0, le=1.0, description="Confidence: smallest time decay.")
     decay_ceil: float = Field(0.5, ge=0.0, le=1.0, description="Confidence: largest floor a recall boost can reach.")
-    recall_boost: float = Field(0.02, ge=0.0, le=10.0, description="Confidence: floor boost per ln(1 + recall_count).")
-    boost_decay_rate: float = Field(0.002, ge=0.0, le=100.0, description="Confidence: boost fade per hour since recall.")
+    recall_boost: float = Field(0.02, ge=0.0, le=10.0,
+                                description="Confidence: floor boost per ln(1 + recall_count).")
+    boost_decay_rate: float = Field(0.002, ge=0.0, le=100.0,
+                                    description="Confidence: boost fade per hour since recall.")
     min_time_range_hours: float = Field(24.0, ge=0.0, le=1e7, description="Confidence: smallest corpus time span.")
-    reference_hours: float = Field(168.0, ge=0.001, le=1e7, description="Confidence: span at which decay is not stretched.")
+    reference_hours: float = Field(168.0, ge=0.001, le=1e7,
+                                   description="Confidence: span at which decay is not stretched.")
     resolved_decay_factor: float = Field(0.3, ge=0.0, le=1.0, description="Confidence: factor of resolved episodes.")
     recent_recall_penalty: float = Field(0.7, ge=0.0, le=1.0, description="Confidence: factor of a just-recalled row.")
-    recent_recall_window_min: float = Field(5.0, ge=0.0, le=1e6, description="Confidence: minutes a recall counts as recent.")
+    recent_recall_window_min: float = Field(5.0, ge=0.0, le=1e6,
+                                            description="Confidence: minutes a recall counts as recent.")
     fused_gate_enabled: bool = Field(True, description="Calibrate and apply a gate on the fused score per agent.")
     recall_precision: Literal["strict", "balanced", "lenient"] = Field(
         "balanced", description="Default gate operating point (β 2.0 / 1.0 / 0.5).")
-    fused_gate_beta: float = Field(0.0, ge=0.0, le=100.0, description="Custom default β (> 0 overrides recall_precision).")
-    fused_gate_sample_queries: int = Field(40, ge=1, le=1000, description="Memories used as queries per calibration draw.")
+    fused_gate_beta: float = Field(0.0, ge=0.0, le=100.0,
+                                   description="Custom default β (> 0 overrides recall_precision).")
+    fused_gate_sample_queries: int = Field(40, ge=1, le=1000,
+                                           description="Memories used as queries per calibration draw.")
     fused_gate_calibration_draws: int = Field(5, ge=1, le=50, description="Calibration draws (median kept).")
-    fused_gate_min_keep: float = Field(0.9, ge=0.0, le=1.0, description="Share of positives a calibrated gate must keep.")
+    fused_gate_min_keep: float = Field(0.9, ge=0.0, le=1.0,
+                                       description="Share of positives a calibrated gate must keep.")
     auto_calibrate: bool = Field(False, description="Recalibrate every agent at every start.")
     calibrate_on_model_change: bool = Field(True, description="Recalibrate at start when calibration is stale or lost.")
     calibrate_method: Literal["separation", "percentile", "zscore"] = Field(
@@ -119,7 +132,7 @@ class Settings(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = Field("warning", description="Log level on stderr.")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Read every setting from `environ` (default `os.environ`); `overrides`
         (field=value, used by tests and the CLI) win over the environment.
 

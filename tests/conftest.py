@@ -17,16 +17,16 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 import pytest
-
 from cpersona.config import Settings
-from cpersona.service.engine import Engine
 from cpersona.devtools.fake_embed import FakeEmbedServer
+from cpersona.service.engine import Engine
 
 #: Seconds one spawned MCP scenario may take before the test fails (hang guard, not a timing assertion).
 MCP_SCENARIO_TIMEOUT = 90

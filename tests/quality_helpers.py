@@ -1,18 +1,17 @@
-"""Helpers of the quality-layer tests (issue 4): an in-process hashing embedder and a
+"""Helpers of the quality-layer tests: an in-process hashing embedder and a
 corpus with session structure, so calibration has something to measure."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from cpersona.config import Settings
-from cpersona.service.engine import Engine
-from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.devtools.fake_embed import fake_vector
+from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.engine import Engine
 
 TOPICS = [
     ("kubernetes", "cluster pods deployment rollout ingress helm nodes"),
@@ -85,4 +84,4 @@ def contents(res: dict) -> list[str]:
 
 
 def utc(days: float = 0.0) -> str:
-    return (datetime.now(timezone.utc) + timedelta(days=days)).isoformat()
+    return (datetime.now(UTC) + timedelta(days=days)).isoformat()

@@ -4,7 +4,8 @@ Protocols, so calibration never sees the engine and tests can hand in stand-ins)
 from __future__ import annotations
 
 import threading
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 

@@ -83,7 +83,8 @@ def resolve_precision(settings: Settings, precision: Any, beta: Any) -> tuple[fl
     if not name:
         return None, "default"
     if name not in PRECISIONS:
-        raise InvalidArgument("precision", f"must be one of strict, balanced, lenient (or pass beta > 0); got {precision!r}")
+        raise InvalidArgument("precision",
+                              f"must be one of strict, balanced, lenient (or pass beta > 0); got {precision!r}")
     return PRECISIONS[name], name
 
 

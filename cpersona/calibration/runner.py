@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -30,8 +30,14 @@ from cpersona.calibration import fused, startup
 from cpersona.calibration.ports import IndexAccess, VectorSpace
 from cpersona.calibration.precision import Request, parse_request
 from cpersona.calibration.state import CalibrationState, Fingerprint
-from cpersona.calibration.stats import pair_similarities, rounded, separation_search, sessions, summary, \
-    temporal_positives
+from cpersona.calibration.stats import (
+    pair_similarities,
+    rounded,
+    separation_search,
+    sessions,
+    summary,
+    temporal_positives,
+)
 from cpersona.config import Settings
 from cpersona.policy.pause import Pause
 from cpersona.storage import Database
@@ -163,7 +169,8 @@ class Calibration(CalibrationState):
             sep = separation_search(null, pos, 1.0, s.calibrate_floor)
             raw = sep.threshold
             out.update(proxy_source=source, youden_j=rounded(sep.youden_j),
-                       pos_admit_rate=rounded(float((pos >= sep.threshold).mean())), pos_mean=rounded(float(pos.mean())))
+                       pos_admit_rate=rounded(float((pos >= sep.threshold).mean())),
+                       pos_mean=rounded(float(pos.mean())))
             if source == "nn_fallback":
                 out["proxy_note"] = (f"timestamps form {n_sessions} session(s) (< {MIN_SESSIONS}) or too few "
                                      "same-session pairs; positives are nearest-neighbour similarities")
@@ -180,7 +187,7 @@ class Calibration(CalibrationState):
             else:
                 self.global_threshold = threshold
             self.fingerprint = fp
-            self.calibrated_at = datetime.now(timezone.utc).isoformat()
+            self.calibrated_at = datetime.now(UTC).isoformat()
         return out, threshold, temporal_ok
 
     def _apply_fused(self, agent_id: str, threshold: float, temporal_ok: bool, dim: int, out: dict[str, Any]) -> None:

@@ -1,8 +1,9 @@
 """The calibration sidecar `<CPERSONA_DB_PATH>.calibration.json`.
 
 Calibration state lives beside the database, not in it: per-agent vector thresholds,
-fused-gate thresholds and precision overrides (β). The file is written atomically — `<path>.tmp.<pid>` is written, fsynced and renamed over the old file
-(then the folder is fsynced) — so a crash leaves the old or the new file, never half of one.
+fused-gate thresholds and precision overrides (β). The file is written atomically —
+`<path>.tmp.<pid>` is written, fsynced and renamed over the old file (then the folder is
+fsynced) — so a crash leaves the old or the new file, never half of one.
 
 Fingerprint: `scoring_version`, `embedding_model`, `embedding_dim` and `fused_gate_signal`
 say what the numbers were measured with. A file whose fingerprint differs from the running
@@ -20,7 +21,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ def backup(path: Path, old_version: str | None) -> Path | None:
     prefix = f"{path.name}.before-{label}-"
     if any(p.name.startswith(prefix) for p in path.parent.iterdir()):
         return None
-    target = path.with_name(prefix + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
+    target = path.with_name(prefix + datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
     try:
         target.write_bytes(path.read_bytes())
     except OSError:

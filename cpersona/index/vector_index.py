@@ -48,7 +48,7 @@ class _Partition:
     keys: list[str] = field(default_factory=list)
     projects: np.ndarray = field(default_factory=lambda: np.zeros(_INITIAL_CAPACITY, np.int32))
     channels: np.ndarray = field(default_factory=lambda: np.zeros(_INITIAL_CAPACITY, np.int32))
-    matrix: np.ndarray | None = None
+    matrix: np.ndarray = field(init=False)  # (capacity, dim), allocated in __post_init__
     ordered: bool = True
 
     def __post_init__(self) -> None:
@@ -119,7 +119,9 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self._where)
 
-    def add(self, row_id: int, agent_id: str, project_id: str, channel: str, created_at: str, vector: np.ndarray) -> bool:
+    def add(
+        self, row_id: int, agent_id: str, project_id: str, channel: str, created_at: str, vector: np.ndarray
+    ) -> bool:
         """Insert or replace row `row_id`. Returns False (and stores nothing) on a dim mismatch."""
         if vector.shape != (self.dim,):
             return False

@@ -18,7 +18,7 @@ _LEGACY = {
 class Task:
     """A due task: `table`/`row_id` of an embed task, or `error` when it cannot run."""
 
-    __slots__ = ("id", "type", "agent_id", "payload", "retries", "table", "row_id", "error")
+    __slots__ = ("agent_id", "error", "id", "payload", "retries", "row_id", "table", "type")
 
     def __init__(self, row: tuple) -> None:
         self.id, self.type, self.agent_id, self.payload, self.retries = row

@@ -9,8 +9,10 @@ stale (for a same-dimension model swap the server cannot detect).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+
+import numpy as np
 
 from cpersona.embedding import identity
 from cpersona.embedding.gateway import EmbeddingGateway
@@ -69,7 +71,7 @@ def reembed(
         while lo < hi:
             with db.read() as s:
                 rows = s.vectors.texts_in_range(table, lo, hi, batch)
-            vectors = gateway.embedder.embed([r[1] for r in rows]) if rows else []
+            vectors: np.ndarray | list[np.ndarray] = gateway.embedder.embed([r[1] for r in rows]) if rows else []
             lo = rows[-1][0] if rows else hi
             with db.write() as s:
                 for (row_id, text), vec in zip(rows, vectors):

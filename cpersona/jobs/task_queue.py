@@ -37,20 +37,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterator, Protocol
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import numpy as np
 
 from cpersona.config import Settings
 from cpersona.embedding.base import Embedder
 from cpersona.errors import EmbeddingError, EmbeddingNotReady
+from cpersona.jobs.queued import Task, Work
 from cpersona.policy.pause import Pause
 from cpersona.storage import Database, Session
 from cpersona.storage.codec import to_blob
 from cpersona.storage.records import RowRef
-from cpersona.jobs.queued import Task, Work
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ class TaskQueue:
                 wait = self.run_once()
             except _Paused:
                 wait = 0  # the loop head sees the pause
-            except Exception as err:  # noqa: BLE001 — the worker must survive; the error is logged and kept
+            except Exception as err:
                 if self._stop.is_set():
                     break
                 log.exception("task queue pass failed")
@@ -214,7 +215,7 @@ class TaskQueue:
             self.enqueue_missing()
         except _Paused:
             return False
-        except Exception as err:  # noqa: BLE001 — logged and kept; the drain still runs
+        except Exception as err:
             if not self._stop.is_set():
                 log.exception("task queue: enqueueing rows without vectors failed")
                 self.last_error = f"{type(err).__name__}: {err}"
@@ -261,11 +262,15 @@ class TaskQueue:
     def _load(self, tasks: list[Task]) -> Work:
         """(task, row) for rows still waiting for a vector; tasks of rows that are gone or
         already embedded are completed (deleted) right away."""
-        live, done = [], []
+        live: Work = []
+        done: list[tuple[Task, tuple | None]] = []
         with self.db.read() as s:
             for t in tasks:
                 row = s.vectors.pending_row(t.table, t.row_id)
-                (live if row is not None and row[5] else done).append((t, row))
+                if row is not None and row[5]:
+                    live.append((t, row))
+                else:
+                    done.append((t, row))
         if done:
             with self._write() as s:
                 for t, _ in done:
@@ -388,7 +393,7 @@ def _age_seconds(created_at: str | None, now: float) -> float | None:
     if not created_at:
         return None
     try:
-        then = datetime.strptime(created_at, "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+        then = datetime.strptime(created_at, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
     return round(max(0.0, now - then), 1)

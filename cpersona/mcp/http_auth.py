@@ -28,4 +28,7 @@ class StaticTokenVerifier:
 def auth_settings(host: str, port: int) -> AuthSettings:
     """Resource-server settings for http://host:port/mcp (the server issues no tokens)."""
     base = f"http://{host}:{port}"
-    return AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False)
+    # Validated from plain strings (not AnyHttpUrl(...)) so the model's url_preserve_empty_path applies.
+    return AuthSettings.model_validate(
+        {"issuer_url": base, "resource_server_url": f"{base}/mcp", "validate_token_resource": False}
+    )

@@ -5,22 +5,22 @@ description and one JSON text block as the result."""
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
-READ = ToolAnnotations(readOnlyHint=True)
+READ = ToolAnnotations(read_only_hint=True)
 #: Writes a new row or state; repeating the call changes nothing more (dedup, upsert of the same text).
-WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
 #: Appends a new row on every call (archive_episode).
-APPEND = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+APPEND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
 #: Replaces stored text (update_memory, update_profile): the old content is gone.
-OVERWRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True)
+OVERWRITE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
 #: Deletes rows.
-DELETE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True)
+DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
 #: Recomputes tuning state from the corpus (random samples: not idempotent).
-CALIBRATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+CALIBRATE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
 
 
 def add_tools(app: MCPServer, tools: Iterable[tuple[Callable[..., str], ToolAnnotations]]) -> None:

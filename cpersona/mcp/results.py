@@ -10,25 +10,26 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from cpersona.errors import InvalidArgument
 
 log = logging.getLogger("cpersona.mcp")
 
 
-def dump(payload: dict[str, Any]) -> str:
+def dump(payload: Mapping[str, Any]) -> str:
     """Serialise a result: UTF-8 text kept verbatim (no \\u escapes)."""
     return json.dumps(payload, ensure_ascii=False)
 
 
-def call(tool: str, fn: Callable[[], dict[str, Any]], failure: dict[str, Any] | None = None) -> str:
+def call(tool: str, fn: Callable[[], Mapping[str, Any]], failure: dict[str, Any] | None = None) -> str:
     """Run `fn` and serialise its dict. `failure` holds tool-specific keys added to an
     error result (e.g. `messages: []` for recall)."""
     try:
         return dump(fn())
     except InvalidArgument as err:
         return dump({"ok": False, "error": str(err), **(failure or {})})
-    except Exception as err:  # noqa: BLE001 — reported to the caller and logged with traceback
+    except Exception as err:
         log.exception("tool %s failed", tool)
         return dump({"ok": False, "error": f"internal error in {tool}: {type(err).__name__}: {err}", **(failure or {})})

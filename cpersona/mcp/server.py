@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal, cast
+
 from mcp.server.mcpserver import MCPServer
 
 from cpersona import __version__
 from cpersona.mcp.tools import manage, memory, quality
 from cpersona.service.engine import Engine
+
+if TYPE_CHECKING:  # http_auth is imported only when a token is configured
+    from mcp.server.auth.provider import TokenVerifier
+    from mcp.server.auth.settings import AuthSettings
+
+#: The SDK's log levels (`log_level` is passed upper-cased).
+SdkLogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 SERVER_NAME = "cloto-mcp-cpersona"
 INSTRUCTIONS = (
@@ -37,17 +46,19 @@ def build_server(engine: Engine, log_level: str = "WARNING", auth_token: str = "
 
     `auth_token` (streamable-HTTP only) requires `Authorization: Bearer <token>` on every
     request; `http_address` is the (host, port) the HTTP transport binds."""
-    auth = {}
+    auth: AuthSettings | None = None
+    token_verifier: TokenVerifier | None = None
     if auth_token:
         from cpersona.mcp.http_auth import StaticTokenVerifier, auth_settings
 
-        auth = {"auth": auth_settings(*http_address), "token_verifier": StaticTokenVerifier(auth_token)}
+        auth, token_verifier = auth_settings(*http_address), StaticTokenVerifier(auth_token)
     # MCP `instructions`: the operating context's `[instructions] summary` when present (read once,
     # here), else INSTRUCTIONS; an unusable sidecar is logged once and the server starts anyway.
     instructions = engine.operating_context.instructions() or INSTRUCTIONS
     app = MCPServer(
-        SERVER_NAME, instructions=instructions, version=__version__, log_level=log_level.upper(),
-        middleware=[_start_after_handshake(engine)], **auth,
+        SERVER_NAME, instructions=instructions, version=__version__,
+        log_level=cast(SdkLogLevel, log_level.upper()),
+        middleware=[_start_after_handshake(engine)], auth=auth, token_verifier=token_verifier,
     )
     for module in TOOL_MODULES:
         module.register(app, engine)

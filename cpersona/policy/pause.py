@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 #: Longest pause, and the pause length when none is given (seconds).
@@ -55,7 +55,8 @@ class Pause:
             if self._deadline is None:
                 return {"paused": False, "expires_at": None, "ttl_remaining_seconds": None, "scope": "process"}
             left = max(0, int(self._deadline - self._clock()))
-            return {"paused": True, "expires_at": _iso(self._deadline), "ttl_remaining_seconds": left, "scope": "process"}
+            return {"paused": True, "expires_at": _iso(self._deadline), "ttl_remaining_seconds": left,
+                    "scope": "process"}
 
     def skipped(self, tool: str, body: dict[str, Any]) -> dict[str, Any]:
         """The skipped body of `tool` built from its success skeleton `body`."""
@@ -80,4 +81,4 @@ class Pause:
 
 
 def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat()
+    return datetime.fromtimestamp(epoch, UTC).isoformat()

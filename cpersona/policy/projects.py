@@ -155,7 +155,7 @@ class OperatingContext:
         self._logged: str | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "OperatingContext":
+    def from_settings(cls, settings: Settings) -> OperatingContext:
         return cls(settings.operating_context_path, settings.operating_context != "off")
 
     def current(self) -> tuple[Context | None, str]:
@@ -227,7 +227,8 @@ class OperatingContext:
                     return out
                 if ctx.enforce != "off":
                     out.extras["operating_context_warning"] = (
-                        f"project_id '@auto': no default project for agent {agent_id!r}{label}; using the global pool ''"
+                        f"project_id '@auto': no default project for agent {agent_id!r}{label}; "
+                        "using the global pool ''"
                     )
                 mapped = ""
             out.project_id = mapped

@@ -7,7 +7,7 @@ them touches the database, so a rejected call changes nothing.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, overload
 
 from cpersona.errors import InvalidArgument
 from cpersona.util.time import parse_ts
@@ -37,6 +37,14 @@ def text(argument: str, value: Any, *, max_chars: int, allow_empty: bool = True)
     if not allow_empty and not value.strip():
         raise InvalidArgument(argument, "must not be empty")
     return value
+
+
+@overload
+def identifier(argument: str, value: Any, *, allow_none: Literal[False] = False) -> str: ...
+
+
+@overload
+def identifier(argument: str, value: Any, *, allow_none: bool) -> str | None: ...
 
 
 def identifier(argument: str, value: Any, *, allow_none: bool = False) -> str | None:
@@ -116,4 +124,4 @@ def required_agent(value: Any, purpose: str) -> str:
     agent = identifier("agent_id", value)
     if agent == "":
         raise InvalidArgument("agent_id", "is required: name the agent" + (f" {purpose}" if purpose else ""))
-    return agent  # type: ignore[return-value]
+    return agent

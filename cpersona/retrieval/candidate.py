@@ -15,10 +15,11 @@ class Candidate:
     `kind` + `id` is the identity (memory and episode ids are separate spaces). Scores are
     None until a stage sets them: `cosine` (vector retriever), `bm25` (FTS; lower = better,
     SQLite convention), `rrf` / `rsf` / `cc` (fusion); `lexical` is the keyword evidence on
-    a 0..1 scale used by cc (bm25 / the query's best bm25; 1.0 for a LIKE substring hit). `penalty` is the product of multiplicative
-    penalties already applied to the scores. With confidence scoring on (retrieval/confidence.py)
-    `confidence` is the score the gate keys on and `confidence_detail` its response object;
-    `backfilled` marks a cosine computed after fusion for a keyword-only row.
+    a 0..1 scale used by cc (bm25 / the query's best bm25; 1.0 for a LIKE substring hit).
+    `penalty` is the product of multiplicative penalties already applied to the scores. With
+    confidence scoring on (retrieval/confidence.py) `confidence` is the score the gate keys on
+    and `confidence_detail` its response object; `backfilled` marks a cosine computed after
+    fusion for a keyword-only row.
     """
 
     kind: str

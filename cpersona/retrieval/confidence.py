@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import cast
 
 from cpersona.config import Settings
 from cpersona.retrieval.candidate import MEMORY, Candidate
@@ -51,7 +52,7 @@ class ConfidenceParams:
     recent_recall_window_min: float = 5.0
 
     @classmethod
-    def from_settings(cls, s: Settings) -> "ConfidenceParams":
+    def from_settings(cls, s: Settings) -> ConfidenceParams:
         return cls(**{name: getattr(s, name) for name in cls.__dataclass_fields__})
 
 
@@ -133,11 +134,11 @@ def apply(
     now: datetime | None = None,
 ) -> list[Candidate]:
     """Score every row (memories, episodes, profiles) and sort by confidence, best first."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     span = corpus_span(session, scope, now)
     stats = session.memories.recall_stats([c.id for c in rows if c.kind == MEMORY])
     for cand in rows:
         detail = score(cand, p, span, stats.get(cand.id) if cand.kind == MEMORY else None, now, deep)
         cand.confidence = detail["score"]
         cand.confidence_detail = detail
-    return sorted(rows, key=lambda c: -c.confidence)
+    return sorted(rows, key=lambda c: -cast(float, c.confidence))  # set on every row just above

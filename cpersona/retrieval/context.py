@@ -15,6 +15,7 @@ Entries of other roles (system, tool, …) only filter: `context_filter_only` li
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,7 +90,7 @@ def _order(msg: dict[str, Any]) -> tuple:
     return (0, "") if stamp is None else (1, stamp.isoformat())
 
 
-def merge(response: dict[str, Any], entries: list[Entry]) -> dict[str, Any]:
+def merge(response: Mapping[str, Any], entries: list[Entry]) -> dict[str, Any]:
     """The recall response with the echoed conversation, sorted chronologically."""
     echoed: list[dict[str, Any]] = []
     seen: set[tuple] = set()

@@ -24,7 +24,7 @@ Input `channels` is an ordered mapping name → best-first list; first-seen orde
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from cpersona.retrieval.candidate import Candidate
 
@@ -64,7 +64,7 @@ def rrf(channels: Channels, k: int, weights: Weights | None = None) -> list[Cand
     merged = _merge(channels)
     for key, cand in merged.items():
         cand.rrf = scores[key]
-    return sorted(merged.values(), key=lambda c: -c.rrf)
+    return sorted(merged.values(), key=lambda c: -scores[c.key])
 
 
 _RAW: dict[str, Callable[[Candidate], float | None]] = {
@@ -99,9 +99,10 @@ def rsf(channels: Channels, weights: Weights | None = None) -> list[Candidate]:
             totals[cand.key] = totals.get(cand.key, 0.0) + w * norm
     merged = _merge(channels)
     denominator = sum(weights.get(name, 1.0) for name in active) or 1.0
+    fused: dict[tuple[str, int], float] = {}
     for key, cand in merged.items():
-        cand.rsf = totals.get(key, 0.0) / denominator
-    return sorted(merged.values(), key=lambda c: -c.rsf)
+        cand.rsf = fused[key] = totals.get(key, 0.0) / denominator
+    return sorted(merged.values(), key=lambda c: -fused[c.key])
 
 
 _LEXICAL = ("episodes", "keyword")
@@ -118,12 +119,13 @@ def cc(channels: Channels, alpha: float) -> list[Candidate]:
         best = max((-c.bm25 for c in rows if c.bm25 is not None), default=0.0)
         for cand in rows:
             cand.lexical = 1.0 if cand.bm25 is None or best <= 0 else -cand.bm25 / best
-    ordered = {name: channels[name] for name in ("vector", "keyword", "episodes") if name in channels}
+    ordered: Channels = {name: channels[name] for name in ("vector", "keyword", "episodes") if name in channels}
     merged = _merge({**ordered, **channels})
-    for cand in merged.values():
+    fused: dict[tuple[str, int], float] = {}
+    for key, cand in merged.items():
         cos = max(cand.cosine or 0.0, 0.0)
-        cand.cc = alpha * cos + (1.0 - alpha) * (cand.lexical or 0.0)
-    return sorted(merged.values(), key=lambda c: -c.cc)
+        cand.cc = fused[key] = alpha * cos + (1.0 - alpha) * (cand.lexical or 0.0)
+    return sorted(merged.values(), key=lambda c: -fused[c.key])
 
 
 def cascade(channels: Channels, limit: int) -> list[Candidate]:

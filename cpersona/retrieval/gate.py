@@ -27,10 +27,12 @@ holds ≥ 50 rows. `deep` halves every threshold.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from cpersona.retrieval.candidate import PROFILE, Candidate
 
@@ -61,10 +63,7 @@ class AgentGate:
 
 def min_score(pool: int, deep: bool = False) -> float:
     """Pool-size heuristic threshold on a similarity scale; halved for `deep`."""
-    if pool <= 0:
-        base = 0.5
-    else:
-        base = round(0.5 - 0.3 * min(1.0, math.log(pool + 1) / math.log(POOL_SATURATION)), 4)
+    base = 0.5 if pool <= 0 else round(0.5 - 0.3 * min(1.0, math.log(pool + 1) / math.log(POOL_SATURATION)), 4)
     return base * 0.5 if deep else base
 
 
@@ -158,10 +157,10 @@ def autocut(rows: list[Candidate], min_results: int, min_gap_ratio: float,
     elif any(getattr(rows[0], n) is not None for n in ("rrf", "rsf", "cc")) or any(c.cosine is None for c in rows):
         return rows
     else:
-        scores = [c.cosine for c in rows]
+        scores = [c.cosine for c in rows if c.cosine is not None]  # every row has one (checked above)
     if scores[0] <= 0:
         return rows
-    gaps = [a - b for a, b in zip(scores, scores[1:])]
+    gaps = [a - b for a, b in itertools.pairwise(scores)]
     best = max(range(len(gaps)), key=lambda i: gaps[i])
     if gaps[best] / scores[0] < min_gap_ratio:
         return rows

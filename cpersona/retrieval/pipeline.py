@@ -9,8 +9,9 @@ LLM attends most to the end of its context (the design's "final reversal").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ def make_context(settings: Settings, session: Session, indexes: dict[str, Vector
     )
 
 
-def _pool(ctx: "RecallContext", scope: Scope) -> int:
+def _pool(ctx: RecallContext, scope: Scope) -> int:
     return ctx.pool_size(scope) if ctx.pool_size is not None else ctx.session.search.pool_size(scope)
 
 
@@ -280,5 +281,14 @@ def recall(ctx: RecallContext, req: RecallRequest) -> list[dict[str, Any]]:
     return [message(c) for c in rows]
 
 
-__all__ = ["RecallRequest", "RecallContext", "make_context", "recall", "rank", "retrieve", "fuse", "penalise",
-           "apply_gate"]
+__all__ = [
+    "RecallContext",
+    "RecallRequest",
+    "apply_gate",
+    "fuse",
+    "make_context",
+    "penalise",
+    "rank",
+    "recall",
+    "retrieve",
+]

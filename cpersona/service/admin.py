@@ -11,37 +11,24 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from cpersona.calibration.runner import Calibration
-from cpersona.config import Settings
 from cpersona.embedding import identity
-from cpersona.embedding.gateway import EmbeddingGateway
 from cpersona.errors import Refused
-from cpersona.index.resident import ResidentIndexes
-from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy import validate
-from cpersona.policy.pause import MAX_TTL_SECONDS, Pause
-from cpersona.policy.projects import OperatingContext
+from cpersona.policy.pause import MAX_TTL_SECONDS
+from cpersona.service.base import ServiceBase
 from cpersona.service.outcomes import AgentErased, ProfileUpdate, RowChange
 from cpersona.service.paused import skipped_body
-from cpersona.storage import Database, Session
+from cpersona.storage import Session
 from cpersona.util.text import sanitize
 
 log = logging.getLogger(__name__)
 
 
-class AdminService:
-    """Management tools; mixed into `Engine`, which provides the attributes below."""
-
-    settings: Settings
-    db: Database
-    gateway: EmbeddingGateway
-    resident: ResidentIndexes
-    queue: TaskQueue
-    pause: Pause
-    calibration: Calibration
-    operating_context: OperatingContext
+class AdminService(ServiceBase):
+    """Management tools; mixed into `Engine`."""
 
     # ------------------------------------------------------------ row changes
     def delete_memory(self, memory_id: Any, agent_id: Any = None) -> RowChange:
@@ -106,7 +93,7 @@ class AdminService:
         out: AgentErased = {"ok": True, "agent_id": agent, **counts, "deleted_calibration": 0}  # type: ignore[typeddict-item]
         try:
             out["deleted_calibration"] = self.calibration.forget_agent(agent)
-        except Exception as err:  # noqa: BLE001 — rows are gone; report the leftover, never hide it
+        except Exception as err:
             log.exception("forgetting the calibration of agent %r failed", agent)
             out["calibration_warning"] = f"calibration state was not cleared: {type(err).__name__}: {err}"
         return out
@@ -134,7 +121,8 @@ class AdminService:
             s.profiles.upsert(agent, text)
         out: ProfileUpdate = {"ok": True, "profiles_updated": 1, "length": len(text)}
         if cut:
-            out.update(truncated=True, max_length=self.settings.max_profile_length)
+            out["truncated"] = True
+            out["max_length"] = self.settings.max_profile_length
         return out
 
     # ------------------------------------------------------------------ pause

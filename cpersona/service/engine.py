@@ -15,7 +15,6 @@ thread; network I/O (embedding) never happens while the write lock is held.
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from cpersona.calibration.runner import Calibration
@@ -26,17 +25,15 @@ from cpersona.embedding.cache import QueryCache
 from cpersona.embedding.gateway import EmbeddingGateway
 from cpersona.embedding.provider import build_embedder
 from cpersona.index.resident import ResidentIndexes
-from cpersona.index.vector_index import VectorIndex
 from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy.pause import Pause
 from cpersona.policy.projects import OperatingContext
 from cpersona.service.admin import AdminService
 from cpersona.service.listing import ListingService
 from cpersona.service.quality import QualityService
-from cpersona.service.recall import RecallService
+from cpersona.service.recall import PoolCounts, RecallService
 from cpersona.service.writes import WriteService
 from cpersona.storage import Database
-from cpersona.storage.scope import Scope
 
 _UNSET: object = object()
 
@@ -44,7 +41,7 @@ _UNSET: object = object()
 class _IndexAccess:
     """The resident indexes as calibration sees them (calibration.ports.IndexAccess)."""
 
-    def __init__(self, engine: "Engine") -> None:
+    def __init__(self, engine: Engine) -> None:
         self.lock = engine.resident.lock
         self.current = engine.indexes
 
@@ -64,7 +61,7 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         SchemaTooNew: the database file was written by a newer cpersona.
     """
 
-    def __init__(self, settings: Settings, embedder: Embedder | None | object = _UNSET,
+    def __init__(self, settings: Settings, embedder: Embedder | object | None = _UNSET,
                  start_background: bool = True) -> None:
         self.settings = settings
         backend = build_embedder(settings) if embedder is _UNSET else embedder
@@ -79,9 +76,7 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         self.operating_context = OperatingContext.from_settings(settings)
         self.calibration = Calibration(settings, self.db, self.gateway, _IndexAccess(self), self.pause)
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
-        self._pool_lock = threading.Lock()
-        self._pool_cache: dict[Scope, int] = {}
-        self._pool_stamp: tuple[int, int] | None = None
+        self._pool_counts = PoolCounts()
         self._started = False
         if start_background:
             self.start_background()
@@ -107,25 +102,6 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         if self.settings.task_queue_enabled:
             self.queue.start()
         self.calibration.start()
-
-    def refresh_if_changed(self) -> None:
-        """Another process committed to the file: drop the resident indexes and re-read the
-        recorded vector identity (atomically, under the index lock)."""
-        with self.resident.lock:
-            if self.resident.changed_elsewhere():
-                self.gateway.reread_state()
-
-    def indexes(self) -> dict[str, VectorIndex] | None:
-        """The resident indexes for the backend's dimension, loaded on first use; None when
-        the dimension is not known yet (no backend, or HTTP before its first answer)."""
-        dim = self.gateway.dim
-        if dim is None:
-            return None
-        if self.gateway.current_state() is None and self.gateway.reconcile() is None:
-            return None
-        with self.resident.lock:
-            state = self.gateway.current_state()
-            return self.resident.get(dim, state) if state is not None else None
 
     def close(self) -> None:
         """Stop background work and close the database and backend. Idempotent."""

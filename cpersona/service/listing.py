@@ -8,11 +8,13 @@ a `ref` for get_contents.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from cpersona.config import Settings
 from cpersona.policy import validate
-from cpersona.storage import Database
+from cpersona.service.base import ServiceBase
+from cpersona.storage import Session
 from cpersona.storage.scope import Scope
 from cpersona.util.jsonutil import loads_or_empty
 
@@ -42,53 +44,60 @@ def apply_budget(rows: list[dict], fields: tuple[str, ...], budget: int, preview
     return cut
 
 
-def _scope(agent_id: str | None, project_id: str | None) -> Scope:
-    validate.identifier("agent_id", agent_id, allow_none=True)
-    validate.identifier("project_id", project_id, allow_none=True)
-    return Scope(agent_id or None, project_id, None)
+def _tidy_memory(row: dict[str, Any]) -> None:
+    row["source"] = loads_or_empty(row["source"])
+    row["locked"] = bool(row["locked"])
 
 
-class ListingService:
-    """The listing tools; mixed into `Engine`, which provides the attributes below."""
+def _tidy_episode(row: dict[str, Any]) -> None:
+    row["resolved"] = bool(row["resolved"])
 
-    settings: Settings
-    db: Database
-    gated: Callable[..., Any]
+
+@dataclass(frozen=True)
+class Listing:
+    """One listing tool: its answer key, limit, budget and how its rows are read."""
+
+    key: str
+    maximum: int
+    budget: int
+    fields: tuple[str, ...]
+    ref_kind: str
+    rows: Callable[[Session, Scope, int], list[dict[str, Any]]]
+    tidy: Callable[[dict[str, Any]], None]
+
+
+MEMORIES = Listing("memories", MAX_LIST_MEMORIES, MEMORIES_BUDGET, ("content",), "mem",
+                   lambda s, scope, n: s.memories.listing(scope, n), _tidy_memory)
+EPISODES = Listing("episodes", MAX_LIST_EPISODES, EPISODES_BUDGET, ("summary", "keywords"), "ep",
+                   lambda s, scope, n: s.episodes.listing(scope, n), _tidy_episode)
+
+
+class ListingService(ServiceBase):
+    """The listing tools; mixed into `Engine`."""
 
     def list_memories(self, agent_id: str | None = None, limit: int = 100, project_id: str | None = None) -> dict:
         """`{memories: [{id, agent_id, project_id, content, source, timestamp, created_at,
         locked, channel}], count, budget_chars?}`, newest first; limit 1..500
         (InvalidArgument otherwise)."""
-        return self.gated("list_memories", agent_id, project_id, False,  # type: ignore[no-any-return]
-                          lambda project: self._list_memories(agent_id, limit, project))
-
-    def _list_memories(self, agent_id: str | None, limit: int, project_id: str | None) -> dict:
-        validate.limit("limit", limit, maximum=MAX_LIST_MEMORIES)
-        scope = _scope(agent_id, project_id)
-        with self.db.read() as s:
-            memories = s.memories.listing(scope, limit)
-        for m in memories:
-            m["source"] = loads_or_empty(m["source"])
-            m["locked"] = bool(m["locked"])
-        out: dict[str, Any] = {"memories": memories, "count": len(memories)}
-        if apply_budget(memories, ("content",), MEMORIES_BUDGET, self.settings.recall_preview_chars, "mem"):
-            out["budget_chars"] = MEMORIES_BUDGET
-        return out
+        return self._list(MEMORIES, agent_id, limit, project_id)
 
     def list_episodes(self, agent_id: str | None = None, limit: int = 50, project_id: str | None = None) -> dict:
         """`{episodes: [{id, agent_id, project_id, summary, keywords, start_time, end_time,
         resolved, channel, created_at}], count, budget_chars?}`, newest first; limit 1..200."""
-        return self.gated("list_episodes", agent_id, project_id, False,  # type: ignore[no-any-return]
-                          lambda project: self._list_episodes(agent_id, limit, project))
+        return self._list(EPISODES, agent_id, limit, project_id)
 
-    def _list_episodes(self, agent_id: str | None, limit: int, project_id: str | None) -> dict:
-        validate.limit("limit", limit, maximum=MAX_LIST_EPISODES)
-        scope = _scope(agent_id, project_id)
-        with self.db.read() as s:
-            episodes = s.episodes.listing(scope, limit)
-        for e in episodes:
-            e["resolved"] = bool(e["resolved"])
-        out: dict[str, Any] = {"episodes": episodes, "count": len(episodes)}
-        if apply_budget(episodes, ("summary", "keywords"), EPISODES_BUDGET, self.settings.recall_preview_chars, "ep"):
-            out["budget_chars"] = EPISODES_BUDGET
-        return out
+    def _list(self, kind: Listing, agent_id: str | None, limit: int, project_id: str | None) -> dict:
+        def run(project: str | None) -> dict[str, Any]:
+            validate.limit("limit", limit, maximum=kind.maximum)
+            validate.identifier("agent_id", agent_id, allow_none=True)
+            validate.identifier("project_id", project, allow_none=True)
+            with self.db.read() as s:
+                rows = kind.rows(s, Scope(agent_id or None, project, None), limit)
+            for row in rows:
+                kind.tidy(row)
+            out: dict[str, Any] = {kind.key: rows, "count": len(rows)}
+            if apply_budget(rows, kind.fields, kind.budget, self.settings.recall_preview_chars, kind.ref_kind):
+                out["budget_chars"] = kind.budget
+            return out
+
+        return self.gated(f"list_{kind.key}", agent_id, project_id, False, run)

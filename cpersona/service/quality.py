@@ -6,19 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from cpersona.calibration.precision import global_beta, label_for, parse_request, resolve_precision
-from cpersona.calibration.runner import Calibration
-from cpersona.config import Settings
 from cpersona.policy import validate
-from cpersona.policy.pause import Pause
+from cpersona.service.base import ServiceBase
 from cpersona.service.paused import skipped_body
 
 
-class QualityService:
-    """Calibration tools; mixed into `Engine`, which provides the attributes below."""
-
-    settings: Settings
-    calibration: Calibration
-    pause: Pause
+class QualityService(ServiceBase):
+    """Calibration tools; mixed into `Engine`."""
 
     def calibrate_threshold(self, agent_id: Any, sample_size: Any = 0, z_factor: Any = 0, method: Any = "",
                             percentile: Any = 0) -> dict[str, Any]:
@@ -30,7 +24,7 @@ class QualityService:
                               agent_id=req.agent_id, method=req.method, z_factor=req.z_factor,
                               percentile=req.percentile)
         if paused is not None:
-            return paused  # type: ignore[no-any-return]
+            return paused
         return self.calibration.calibrate(req.agent_id, req.sample_size, req.z_factor, req.method, req.percentile)
 
     def set_recall_precision(self, agent_id: Any, precision: Any = "", beta: Any = 0) -> dict[str, Any]:
@@ -42,15 +36,16 @@ class QualityService:
         shown = value if value is not None else global_beta(self.settings)
         body = {"ok": True, "agent_id": agent, "precision": label, "beta": shown, "cleared": value is None}
         if (paused := skipped_body(self.pause, "set_recall_precision", **body)) is not None:
-            return paused  # type: ignore[no-any-return]
+            return paused
         previous = self.calibration.set_beta(agent, value)
         result = self.calibration.calibrate(agent)
         if not result.get("ok"):
             self.calibration.restore_beta(agent, value, previous)
             return {**body, "ok": False, "error": f"recalibration failed, precision unchanged: {result.get('error')}"}
-        out = {**body, "fused_gate": result.get("fused_gate"),
-               "calibrate": {"ok": True, "scope": result["scope"], "new_threshold": result["new_threshold"],
-                             "sidecar_persisted": result.get("sidecar_persisted")}}
+        out: dict[str, Any] = {**body, "fused_gate": result.get("fused_gate"),
+                               "calibrate": {"ok": True, "scope": result["scope"],
+                                             "new_threshold": result["new_threshold"],
+                                             "sidecar_persisted": result.get("sidecar_persisted")}}
         if result.get("fused_gate_error"):
             out["calibrate"]["fused_gate_error"] = result["fused_gate_error"]
         return out

@@ -12,53 +12,23 @@ agent/project/channel scope (same content, or same message id) is answered `skip
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from cpersona.config import Settings
-from cpersona.embedding.gateway import EmbeddingGateway
 from cpersona.errors import InvalidArgument, Refused
-from cpersona.index.resident import ResidentIndexes
-from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy import drafts, validate
-from cpersona.policy.pause import Pause
-from cpersona.policy.projects import OperatingContext
+from cpersona.service.base import ServiceBase
 from cpersona.service.outcomes import ArchiveResult, RowChange, StoreResult
 from cpersona.service.paused import skipped_body
-from cpersona.storage import Database, Session
+from cpersona.storage import Session
 from cpersona.storage.codec import to_blob
 from cpersona.storage.records import RowRef
 
-#: Extra keys of a write refused by the operating context's registry (reject mode).
-REFUSED = {"store": {"result": "rejected"}, "archive_episode": {"episode_id": None}}
 
-
-class WriteService:
-    """The write tools; mixed into `Engine`, which provides the attributes below."""
-
-    settings: Settings
-    db: Database
-    gateway: EmbeddingGateway
-    resident: ResidentIndexes
-    queue: TaskQueue
-    pause: Pause
-    operating_context: OperatingContext
-    refresh_if_changed: Callable[[], None]
-
-    def gated(self, tool: str, agent_id: Any, project_id: Any, write: bool,
-              run: Callable[[str | None], Any]) -> Any:
-        """Run `run(resolved project_id)` behind the operating context's project rules:
-        "@auto" resolved, the registry checked (a write outside it is refused in reject
-        mode), `resolved_project_id` / `operating_context_warning` added to the answer."""
-        gate = self.operating_context.gate(agent_id, project_id, write)
-        if gate.refusal is not None:
-            body = gate.refused(REFUSED.get(tool, {}))
-            if tool == "store":
-                body["reason"] = gate.refusal
-            return body
-        out = run(gate.project_id)
-        return {**out, **gate.extras} if gate.extras else out
+class WriteService(ServiceBase):
+    """The write tools; mixed into `Engine`."""
 
     def _write_embedded(self, table: str, text: str, write: Callable[[Session, bytes | None], RowRef | None],
                         replaces: bool = False) -> tuple[RowRef | None, bool]:

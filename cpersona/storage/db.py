@@ -15,9 +15,9 @@ import logging
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from cpersona.errors import StorageError
 from cpersona.storage import schema
@@ -82,7 +82,8 @@ class Database:
         created before a reader turns query-only. Nothing is written to the file."""
         if self.fts_enabled:
             for table in _VOCAB_TABLES:
-                conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_vocab USING fts5vocab(main, {table}, 'row')")
+                conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_vocab "
+                             f"USING fts5vocab(main, {table}, 'row')")
 
     def _session(self, conn: sqlite3.Connection) -> Session:
         return Session(conn, self.fts_enabled)

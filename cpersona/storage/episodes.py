@@ -26,7 +26,8 @@ class EpisodeRepo:
         cur = self.conn.execute(
             "INSERT INTO episodes (agent_id, project_id, summary, keywords, embedding, start_time, end_time, resolved, "
             "channel) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (d.agent_id, d.project_id, d.summary, d.keywords, blob, d.start_time, d.end_time, int(d.resolved), d.channel),
+            (d.agent_id, d.project_id, d.summary, d.keywords, blob, d.start_time, d.end_time, int(d.resolved),
+             d.channel),
         )
         row_id = int(cur.lastrowid or 0)
         created = self.conn.execute("SELECT created_at FROM episodes WHERE id = ?", (row_id,)).fetchone()[0]

@@ -11,7 +11,7 @@ transaction rolls back. `owner=None` means "no ownership check".
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from cpersona.errors import Refused
@@ -48,7 +48,8 @@ class MemoryRepo:
         projects = (d.project_id, "")
         if d.msg_id:
             row = self.conn.execute(
-                "SELECT id FROM memories WHERE agent_id = ? AND project_id IN (?, ?) AND msg_id = ? ORDER BY id LIMIT 1",
+                "SELECT id FROM memories WHERE agent_id = ? AND project_id IN (?, ?) AND msg_id = ? "
+                "ORDER BY id LIMIT 1",
                 (d.agent_id, *projects, d.msg_id),
             ).fetchone()
             if row:
@@ -207,5 +208,5 @@ class MemoryRepo:
             marks = ",".join("?" * len(ids))
             self.conn.execute(
                 f"UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = ? WHERE id IN ({marks})",
-                [datetime.now(timezone.utc).isoformat(), *ids],
+                [datetime.now(UTC).isoformat(), *ids],
             )

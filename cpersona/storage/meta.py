@@ -70,7 +70,8 @@ class MetaRepo:
         return VectorState(data.get("model"), data.get("dim"), data.get("pending"))
 
     def put_vector_state(self, state: VectorState) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO cpersona_meta(key, value) VALUES (?, ?)", (VECTORS_KEY, state.to_json()))
+        self.conn.execute("INSERT OR REPLACE INTO cpersona_meta(key, value) VALUES (?, ?)",
+                          (VECTORS_KEY, state.to_json()))
 
     def max_ids(self) -> dict[str, int]:
         """Largest id of memories and episodes (the boundary of a re-embedding)."""

@@ -8,8 +8,8 @@ Code above the storage layer never writes SQL: it opens a session (`Database.rea
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from functools import cached_property
-from typing import Callable
 
 from cpersona.storage.agents import AgentRepo
 from cpersona.storage.episodes import EpisodeRepo

@@ -43,7 +43,8 @@ class TaskRepo:
     def drop_embed(self, table: str, row_id: int) -> int:
         """Remove the embed task of a row that got its vector or was deleted."""
         return self.conn.execute(
-            "DELETE FROM pending_memory_tasks WHERE task_type = ? AND payload = ?", (EMBED, embed_payload(table, row_id))
+            "DELETE FROM pending_memory_tasks WHERE task_type = ? AND payload = ?",
+            (EMBED, embed_payload(table, row_id)),
         ).rowcount
 
     def enqueue_missing(self) -> int:

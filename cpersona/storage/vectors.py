@@ -9,7 +9,7 @@ so rows of two models are never mixed.
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterator
+from collections.abc import Iterator
 
 from cpersona.storage.records import VectorRow
 
@@ -41,14 +41,14 @@ class VectorRepo:
         """Ids of the memories (of `agent_id`, None = all) embedded by the active model."""
         where, params = _embedded(dim, stale)
         if agent_id is not None:
-            where, params = where + " AND agent_id = ?", params + [agent_id]
+            where, params = where + " AND agent_id = ?", [*params, agent_id]
         return [r[0] for r in self.conn.execute(f"SELECT id FROM memories WHERE {where} ORDER BY id", params)]
 
     def newest_memories(self, dim: int, stale: tuple[int, int], agent_id: str | None, n: int) -> list[tuple[int, str]]:
         """(id, timestamp) of the n embedded memories with the greatest timestamp."""
         where, params = _embedded(dim, stale)
         if agent_id is not None:
-            where, params = where + " AND agent_id = ?", params + [agent_id]
+            where, params = where + " AND agent_id = ?", [*params, agent_id]
         sql = f"SELECT id, timestamp FROM memories WHERE {where} ORDER BY timestamp DESC, id DESC LIMIT ?"
         return self.conn.execute(sql, [*params, n]).fetchall()
 

@@ -31,9 +31,13 @@ _EDGE = "-./:@#+_"
 #: English function words: as trigram OR-terms they match almost every row and only add
 #: noise to bm25 (the same list as the reference lexical baseline of the data sets).
 STOPWORDS = frozenset(
-    """the a an of to in on at for and or is was were be been did does do what when where which who whom why
-    how i my me you your it its that this with from by as are have has had would could should will can about any
-    there their they them he she his her we our us not no yes""".split()
+    [
+        "the", "a", "an", "of", "to", "in", "on", "at", "for", "and", "or", "is", "was", "were", "be", "been", "did",
+        "does", "do", "what", "when", "where", "which", "who", "whom", "why", "how", "i", "my", "me", "you", "your",
+        "it", "its", "that", "this", "with", "from", "by", "as", "are", "have", "has", "had", "would", "could",
+        "should", "will", "can", "about", "any", "there", "their", "they", "them", "he", "she", "his", "her", "we",
+        "our", "us", "not", "no", "yes",
+    ]
 )
 
 
@@ -48,7 +52,9 @@ def sanitize(text: str, cap: int) -> tuple[str, bool]:
     return clean, False
 
 
-_TYPE_WORDS = {"user": "User", "agent": "Agent", "system": "System", "assistant": "Agent", "ai": "Agent", "session": "System"}
+_TYPE_WORDS = {
+    "user": "User", "agent": "Agent", "system": "System", "assistant": "Agent", "ai": "Agent", "session": "System",
+}
 _CANONICAL = {"User", "Agent", "System"}
 
 

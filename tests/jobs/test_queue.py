@@ -1,4 +1,4 @@
-"""The background task queue (spec operations.md §7, storage.md §2): embedding rows stored
+"""The background task queue: embedding rows stored
 while the backend could not answer. Crash safety (kill -9 of a server, then a new start),
 retry semantics (backend down waits, a refused text burns retries), malformed rows, pause."""
 
@@ -14,14 +14,14 @@ import sys
 import anyio
 import numpy as np
 import pytest
-
-from conftest import db_rows, new_engine, run_mcp, wait_until
 from cpersona.config import Settings
+from cpersona.devtools.fake_embed import fake_vector
 from cpersona.embedding.base import EmbeddingError, EmbeddingNotReady
 from cpersona.service.engine import Engine
-from cpersona.storage.tasks import embed_payload
 from cpersona.storage.codec import to_blob
-from cpersona.devtools.fake_embed import fake_vector
+from cpersona.storage.tasks import embed_payload
+
+from conftest import db_rows, new_engine, run_mcp, wait_until
 
 
 class PickyEmbedder:
@@ -156,7 +156,7 @@ def test_refused_text_burns_retries_then_fails_while_others_proceed(picky):
     eng.queue.wake()
     assert wait_until(lambda: eng.queue_status()["failed"] == 1), eng.queue_status()
     assert db_rows(eng.db.path, "SELECT content FROM memories WHERE embedding IS NULL") == [("poison pill text",)]
-    ((kind, payload, status, retries, error),) = tasks(eng.db.path)
+    ((_kind, payload, status, retries, error),) = tasks(eng.db.path)
     assert (payload, status, retries) == (embed_payload("memories", poison), "failed", 3)
     assert "HTTP 422" in error
     report = eng.queue_status()

@@ -9,7 +9,7 @@ import pytest
 from conftest import db_rows, run_mcp
 
 MANAGE_TOOLS = {
-    # name: (readOnly, destructive, idempotent) per spec tools.md §0.6
+    # name: (readOnly, destructive, idempotent) as the original declares them
     "pause_persistence": (False, False, True),
     "resume_persistence": (False, False, True),
     "persistence_status": (True, None, None),

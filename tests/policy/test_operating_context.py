@@ -1,4 +1,4 @@
-"""Operating context (spec operations.md §4, storage.md §8.2, tools.md §0.5/§4): the TOML
+"""Operating context: the TOML
 sidecar, get_operating_context, MCP instructions, "@auto" resolution and registry checks on
 the project_id tools; a malformed file is reported and the server still starts."""
 
@@ -8,11 +8,11 @@ import logging
 import os
 
 import pytest
+from cpersona.errors import ContextError
+from cpersona.mcp.server import INSTRUCTIONS
+from cpersona.policy.projects import OperatingContext, parse
 
 from conftest import run_mcp
-from cpersona.errors import ContextError
-from cpersona.policy.projects import OperatingContext, parse
-from cpersona.mcp.server import INSTRUCTIONS
 
 VALID = """
 version = 1

@@ -4,10 +4,10 @@ rejection names the offending argument, and nothing stored changes."""
 from __future__ import annotations
 
 import pytest
-
-from conftest import db_counts, db_rows, run_mcp
 from cpersona.errors import InvalidArgument
 from cpersona.retrieval.pipeline import RecallRequest
+
+from conftest import db_counts, db_rows, run_mcp
 
 OK_TS = "2026-11-29T10:00:00Z"
 
@@ -272,7 +272,7 @@ MCP_CASES = {
     "list_episodes-project-int": ("list_episodes", {"project_id": 5}, "project_id"),
 }
 
-#: Wrong JSON types that the SDK's lax coercion lets through (spec tools.md §0.1 says a
+#: Wrong JSON types that the SDK's lax coercion lets through (the tool contract says a
 #: schema violation is rejected before the handler runs).
 MCP_COERCED = {
     "recall-limit-string": ("recall", {"agent_id": "a", "query": "seed", "limit": "5"}, "limit"),

@@ -1,4 +1,4 @@
-"""Confidence scoring and penalties (spec retrieval.md §5, §8, §9, §12; issue 4 items 2–3):
+"""Confidence scoring and penalties:
 the formula, re-sort and gate on confidence, recall_count bump (never while paused, deep
 or rescued), the recent-recall penalty, gate_fallback, autocut keyed on confidence and
 sparing exact matches, and the episode boundary penalty inside the same axis scope."""
@@ -6,17 +6,17 @@ sparing exact matches, and the episode boundary penalty inside the same axis sco
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-
-from conftest import db_rows
-from quality_helpers import contents, make, recall, store_rows, utc
 from cpersona.retrieval import confidence as conf
 from cpersona.retrieval import gate
 from cpersona.retrieval.candidate import EPISODE, MEMORY, PROFILE, Candidate
 
-NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+from conftest import db_rows
+from quality_helpers import contents, make, recall, store_rows, utc
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 P = conf.ConfidenceParams()
 
 

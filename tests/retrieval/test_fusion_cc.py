@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
+from cpersona.devtools.fake_embed import fake_vector
+from cpersona.index.vector_index import VectorIndex
 from cpersona.retrieval import fusion
 from cpersona.retrieval.candidate import EPISODE, MEMORY, Candidate
 from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.index.vector_index import VectorIndex
-from cpersona.devtools.fake_embed import fake_vector
+
 from quality_helpers import HashEmbedder, make
 
 
@@ -95,7 +95,7 @@ def test_cc_reranks_keyword_hits_below_limit_by_their_cosine(tmp_path, semantic)
     table = {"kiwi harvest report": axis(1), semantic: axis(1), other: axis(2), "tea on the porch": axis(3)}
     eng = make(tmp_path / "t.db", embedder=TableEmbedder(table), max_memories=1)
     try:
-        for text in rows + ["tea on the porch"]:
+        for text in [*rows, "tea on the porch"]:
             assert eng.store("a", text)["embedded"] is True
         trace: dict = {}
         msgs = eng.recall(RecallRequest("a", "kiwi harvest report", limit=1), trace)["messages"]

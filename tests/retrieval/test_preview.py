@@ -1,4 +1,4 @@
-"""Preview tier and budgets (spec retrieval.md §15, tools.md §8; issue 4 item 5): pure-prefix
+"""Preview tier and budgets: pure-prefix
 previews with refs, the 200,000-char full_content budget spent on the best rows first,
 get_contents round trips within 40,000 chars (deferring the rest, saying so), and ownership:
 get_contents never returns another agent's row."""
@@ -6,10 +6,10 @@ get_contents never returns another agent's row."""
 from __future__ import annotations
 
 import pytest
+from cpersona.errors import InvalidArgument
+from cpersona.retrieval import preview
 
 from quality_helpers import make, recall
-from cpersona.retrieval import preview
-from cpersona.errors import InvalidArgument
 
 
 @pytest.fixture
@@ -80,9 +80,9 @@ def test_get_contents_never_returns_another_agents_row(eng):
 def test_get_contents_budget_defers_and_says_so(eng):
     ids = [eng.store("a", f"{i} " + "y" * 15_000)["id"] for i in range(4)]
     refs = [f"mem:{i}" for i in ids]
-    got = eng.get_contents("a", refs + ["mem:12345"])
+    got = eng.get_contents("a", [*refs, "mem:12345"])
     assert got["count"] == 2 and got["budget_chars"] == 40_000
-    assert got["deferred"] == refs[2:] + ["mem:12345"] and "get_contents again" in got["note"]
+    assert got["deferred"] == [*refs[2:], "mem:12345"] and "get_contents again" in got["note"]
     assert sum(len(i["content"]) for i in got["items"]) <= 40_000
     big = eng.store("a", "z" * 50_000)["id"]
     first = eng.get_contents("a", [f"mem:{big}", refs[0]])

@@ -1,18 +1,19 @@
-"""The recall pipeline through `Engine.recall` (spec retrieval.md §2–§4, §7, §10, §13, and
-our deviations: exact matches always pass the gate; LIKE stands in whenever MATCH is empty)."""
+"""The recall pipeline through `Engine.recall` (retrievers, fusion, gate, limit, reversal,
+advisory) and our deviations from the original: exact matches always pass the gate; LIKE stands in whenever MATCH is empty)."""
 
 from __future__ import annotations
 
 import math
 import sqlite3
+from datetime import UTC
 
 import numpy as np
 import pytest
-
-from conftest import db_rows, wait_until
+from cpersona.devtools.fake_embed import fake_vector
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.storage.codec import to_blob
-from cpersona.devtools.fake_embed import fake_vector
+
+from conftest import db_rows, wait_until
 
 
 # These tests check the spec's RRF arithmetic (rank 0 → 1/61, penalties on rrf, …), so they
@@ -339,7 +340,7 @@ def test_quoted_phrase_is_an_exact_match(tiny_corpus):
 
 
 def test_non_exact_keyword_rows_are_gated_on_tiny_corpus(tiny_corpus):
-    """Spec §7: FTS-only rows are gated on rrf vs min_score(30)·3/61 — a bare rank-0 row does not pass."""
+    """rrf mode: FTS-only rows are gated on rrf vs min_score(30)·3/61 — a bare rank-0 row does not pass."""
     trace = {}
     res = recall(tiny_corpus, "nightly telemetry", trace=trace)
     assert trace["channels"]["keyword"] >= 2
@@ -448,9 +449,9 @@ def test_episode_boundary_penalty_lowers_older_memories(engine_none):
 
 
 def test_episode_penalty_decays_with_hours(engine_none):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
-    ten_hours_ago = (datetime.now(timezone.utc) - timedelta(hours=10)).isoformat()
+    ten_hours_ago = (datetime.now(UTC) - timedelta(hours=10)).isoformat()
     engine_none.store("a", "pen-10 a ten hour old memory", timestamp=ten_hours_ago)
     base = recall(engine_none, "pen-10")["messages"][0]["match_reason"]["rrf"]
     engine_none.archive_episode("a", "boundary episode")

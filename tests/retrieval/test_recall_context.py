@@ -1,14 +1,14 @@
-"""recall_with_context and the recall filters (spec tools.md §6–§7; issue 4 item 6):
+"""recall_with_context and the recall filters:
 chronological merge with the caller's conversation, deduplicated; other roles only filter;
 exclude_contents, source_id prefix filter and deep."""
 
 from __future__ import annotations
 
 import pytest
-
-from quality_helpers import contents, make, recall
 from cpersona.errors import InvalidArgument
 from cpersona.retrieval.pipeline import RecallRequest
+
+from quality_helpers import contents, make, recall
 
 
 @pytest.fixture

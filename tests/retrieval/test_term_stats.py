@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cpersona.storage.db import Database
 from cpersona.retrieval import term_stats
+from cpersona.storage.db import Database
 
 
 def fill(db: Database, n: int) -> None:
@@ -39,8 +39,8 @@ def test_rarest_term_survives_and_small_tables_are_untouched(tmp_path):
 
 def test_other_agents_data_cannot_hide_a_row_through_pruning(tmp_path):
     from cpersona.config import Settings
-    from cpersona.service.engine import Engine
     from cpersona.retrieval.pipeline import RecallRequest
+    from cpersona.service.engine import Engine
 
     eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "x.db"), embedding_mode="none"))
     eng.store("a", "the kubernetes server crashed at noon")

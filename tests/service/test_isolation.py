@@ -1,4 +1,4 @@
-"""The isolation axes (spec isolation.md §1–§3): read scope of recall / list_memories /
+"""The isolation axes: read scope of recall / list_memories /
 list_episodes on memories and episodes, through the keyword path (embeddings off) and the
 vector path (http), and the γ-visible dedup scope of store."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.storage.scope import Scope
 
 from conftest import db_rows, new_engine
-from cpersona.storage.scope import Scope
-from cpersona.retrieval.pipeline import RecallRequest
 
 AGENTS = ("A", "B", "")
 PROJECTS = ("", "P", "Q")
@@ -32,15 +32,13 @@ def ep_text(combo) -> str:
 
 
 def visible(combo, agent, project, channel, agent_all=False) -> bool:
-    """The read rule of isolation.md §1, written independently of the code."""
+    """The read rule of the isolation axes, written independently of the code."""
     a, p, c = combo
     if not agent_all and a != agent:
         return False
     if project is not None and p not in (project, ""):
         return False
-    if channel and c not in (channel, ""):
-        return False
-    return True
+    return not channel or c in (channel, "")
 
 
 def _populate(engine):
@@ -187,7 +185,7 @@ def test_list_memories_newest_first_and_fields(iso_none):
 
 
 def test_scope_predicate_table():
-    """The single predicate helper (isolation.md §1 table)."""
+    """The single predicate helper (the isolation table)."""
     assert Scope().predicate() == ("1", [])
     assert Scope(agent_id="").predicate() == ("agent_id = ?", [""])
     assert Scope(project_id="").predicate() == ("project_id IN (?, '')", [""])
@@ -298,7 +296,6 @@ def test_skip_reports_existing_id_for_each_rule(engine_none):
 
 def test_vector_index_search_applies_every_axis():
     import numpy as np
-
     from cpersona.index.vector_index import VectorIndex
 
     index = VectorIndex(2)

@@ -1,17 +1,17 @@
-"""Managing memory in the core (spec tools.md §1–§3, §12–§14, §18–§22): update, delete,
+"""Managing memory in the core: update, delete,
 lock/unlock, delete_episode, delete_agent_data, listings, and the process-wide pause."""
 
 from __future__ import annotations
 
 import pytest
-
-from conftest import db_rows
+from cpersona.devtools.fake_embed import fake_vector
 from cpersona.errors import InvalidArgument
 from cpersona.policy.pause import Pause
 from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.storage.tasks import embed_payload
 from cpersona.storage.codec import to_blob
-from cpersona.devtools.fake_embed import fake_vector
+from cpersona.storage.tasks import embed_payload
+
+from conftest import db_rows
 
 
 def fts_ids(eng, phrase: str) -> list[int]:
@@ -66,7 +66,7 @@ def test_update_refusals(engine_none):
     for bad in ("", "   ", None, 5):
         with pytest.raises(InvalidArgument, match="content"):
             eng.update_memory(b, bad)
-    with pytest.raises(InvalidArgument, match="content: is .* characters; the limit is"):
+    with pytest.raises(InvalidArgument, match=r"content: is .* characters; the limit is"):
         eng.update_memory(b, "y" * (eng.settings.max_content_length + 1))
     with pytest.raises(InvalidArgument, match="empty after removing"):
         eng.update_memory(b, "[Memory from kai] ")

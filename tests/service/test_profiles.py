@@ -1,4 +1,4 @@
-"""Profiles (seed §3つの記憶タイプ, spec tools.md §9–§10, retrieval.md §2.5; issue 4 item 4):
+"""Profiles:
 caller-computed text with a length cap, injected into recall only when the scoped pool
 (memories + episodes) holds ≥ 50 rows, at most 3, scoreless — so `limit` cuts them first —
 and never another agent's."""
@@ -123,8 +123,8 @@ def test_confidence_mode_scores_the_profile(tmp_path):
 
 def test_blank_query_on_a_small_store_is_not_a_row_short_because_of_the_profile(tmp_path):
     from cpersona.config import Settings
-    from cpersona.service.engine import Engine
     from cpersona.retrieval.pipeline import RecallRequest
+    from cpersona.service.engine import Engine
 
     eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "p.db"), embedding_mode="none"))
     for i in range(6):

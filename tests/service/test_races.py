@@ -10,6 +10,7 @@ import sqlite3
 import sys
 import threading
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -30,7 +31,7 @@ def race(*calls):
         barrier.wait()
         try:
             results[i] = fn()
-        except BaseException as err:  # surfaced below
+        except BaseException as err:  # noqa: BLE001 — collected and reported by the assertion below
             errors.append(err)
 
     threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(calls)]
@@ -67,7 +68,7 @@ def rows(eng, n, prefix):
 def test_two_deletes_exactly_one_succeeds(pair):
     a, b = pair
     for mid in rows(a, ROUNDS, "delete"):
-        ra, rb = race(lambda: a.delete_memory(mid, "kai"), lambda: b.delete_memory(mid))
+        ra, rb = race(partial(a.delete_memory, mid, "kai"), partial(b.delete_memory, mid))
         assert sorted([ra["ok"], rb["ok"]]) == [False, True], (ra, rb)
         loser = ra if not ra["ok"] else rb
         assert loser["error"] == f"memory {mid} not found"
@@ -78,7 +79,7 @@ def test_two_deletes_exactly_one_succeeds(pair):
 def test_lock_versus_delete_never_deletes_a_locked_row(pair):
     a, b = pair
     for mid in rows(a, ROUNDS, "lock"):
-        lock, delete = race(lambda: a.lock_memory(mid), lambda: b.delete_memory(mid))
+        lock, delete = race(partial(a.lock_memory, mid), partial(b.delete_memory, mid))
         assert lock["ok"] != delete["ok"], (lock, delete)  # exactly one wins
         left = db_rows(a.db.path, "SELECT locked FROM memories WHERE id = ?", (mid,))
         if delete["ok"]:
@@ -91,7 +92,8 @@ def test_lock_versus_delete_never_deletes_a_locked_row(pair):
 def test_update_versus_delete(pair):
     a, b = pair
     for i, mid in enumerate(rows(a, ROUNDS, "update")):
-        upd, dele = race(lambda: a.update_memory(mid, f"rewritten {i} about lighthouses"), lambda: b.delete_memory(mid))
+        upd, dele = race(partial(a.update_memory, mid, f"rewritten {i} about lighthouses"),
+                         partial(b.delete_memory, mid))
         assert dele["ok"] is True  # an update never blocks a delete
         assert upd["ok"] is True or upd["error"] == f"memory {mid} not found"
         assert db_rows(a.db.path, "SELECT COUNT(*) FROM memories WHERE id = ?", (mid,)) == [(0,)]
@@ -103,7 +105,7 @@ def test_update_versus_lock(pair):
     a, b = pair
     for i, mid in enumerate(rows(a, ROUNDS, "guard")):
         new = f"guarded {i} edited"
-        upd, lock = race(lambda: a.update_memory(mid, new), lambda: b.lock_memory(mid))
+        upd, lock = race(partial(a.update_memory, mid, new), partial(b.lock_memory, mid))
         assert lock["ok"] is True
         (content, locked), = db_rows(a.db.path, "SELECT content, locked FROM memories WHERE id = ?", (mid,))
         assert locked == 1
@@ -117,7 +119,8 @@ def test_update_versus_lock(pair):
 def test_two_updates_leave_one_of_them_everywhere(pair):
     a, b = pair
     for i, mid in enumerate(rows(a, ROUNDS, "twice")):
-        ra, rb = race(lambda: a.update_memory(mid, f"version alpha {i}"), lambda: b.update_memory(mid, f"version beta {i}"))
+        ra, rb = race(partial(a.update_memory, mid, f"version alpha {i}"),
+                      partial(b.update_memory, mid, f"version beta {i}"))
         assert ra["ok"] and rb["ok"]
         (content,), = db_rows(a.db.path, "SELECT content FROM memories WHERE id = ?", (mid,))
         assert content in (f"version alpha {i}", f"version beta {i}")

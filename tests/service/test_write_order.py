@@ -9,8 +9,8 @@ import sqlite3
 import threading
 
 import pytest
-
 from cpersona.devtools.fake_embed import fake_vector
+
 from quality_helpers import HashEmbedder, make
 
 #: Upper bound on how long the first writer waits for the second inside its index change.

@@ -1,4 +1,4 @@
-"""Schema v13 on disk (spec storage.md §1–§5): tables, columns, FTS5 trigram tables and
+"""Schema v13 on disk: tables, columns, FTS5 trigram tables and
 their six triggers, unique indexes, WAL, version stamp, idempotent reopen, refusal of newer
 files and of non-SQLite files."""
 
@@ -11,10 +11,10 @@ import subprocess
 import sys
 
 import pytest
+from cpersona.errors import SchemaTooNew, StorageError
+from cpersona.storage import schema
 
 from conftest import assert_one_line_error, clean_env, db_rows, new_engine
-from cpersona.storage import schema
-from cpersona.errors import SchemaTooNew, StorageError
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def test_profiles_and_queue_columns(db_file):
     ]
     assert [c[0] for c in _columns(db_file, "pending_memory_tasks")] == [
         "id", "task_type", "agent_id", "project_id", "payload", "retries", "created_at",
-        # ours, additive (issue 5): failure state of the task queue
+        # ours, additive: failure state of the task queue
         "status", "last_error", "updated_at", "not_before",
     ]
     assert [c[0] for c in _columns(db_file, "schema_version")] == ["version", "applied_at"]

@@ -18,11 +18,18 @@ from cpersona.policy.pause import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 from cpersona.policy.validate import MAX_ROW_ID
 from cpersona.service.engine import Engine
 
-MemoryId = Annotated[StrictInt, Field(ge=1, le=MAX_ROW_ID, description="The memory's id: the N of its ref 'mem:N' (recall, list_memories).")]
-EpisodeId = Annotated[StrictInt, Field(ge=1, le=MAX_ROW_ID, description="The episode's id: the N of its ref 'ep:N' (recall, list_episodes).")]
+MemoryId = Annotated[
+    StrictInt,
+    Field(ge=1, le=MAX_ROW_ID, description="The memory's id: the N of its ref 'mem:N' (recall, list_memories)."),
+]
+EpisodeId = Annotated[
+    StrictInt,
+    Field(ge=1, le=MAX_ROW_ID, description="The episode's id: the N of its ref 'ep:N' (recall, list_episodes)."),
+]
 Owner = Annotated[
     StrictStr,
-    Field(description="Your agent id: the change is refused unless the row belongs to it. '' (default) = no ownership check."),
+    Field(description="Your agent id: the change is refused unless the row belongs to it. "
+                      "'' (default) = no ownership check."),
 ]
 
 
@@ -63,7 +70,9 @@ def register(app: MCPServer, engine: Engine) -> None:
 
     def update_memory(
         memory_id: MemoryId,
-        content: Annotated[StrictStr, Field(description="The corrected full text that replaces the old content (non-empty).")],
+        content: Annotated[
+            StrictStr, Field(description="The corrected full text that replaces the old content (non-empty).")
+        ],
         agent_id: Owner = "",
     ) -> str:
         """Correct a stored fact: replace memory memory_id's content (re-embedded; id, source,

@@ -15,17 +15,31 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from cpersona.mcp.registry import APPEND, READ, WRITE, add_tools
 from cpersona.mcp.results import call
-from cpersona.mcp.tools.schemas import (FULL_CONTENT_HELP, AgentId, HistoryEntry, ReadChannel, ReadProject,
-                                        RecallLimit, StoreMessage, WriteChannel, WriteProject)
+from cpersona.mcp.tools.schemas import (
+    AgentId,
+    Deep,
+    FullContent,
+    HistoryEntry,
+    ReadChannel,
+    ReadProject,
+    RecallLimit,
+    SourceId,
+    StoreMessage,
+    WriteChannel,
+    WriteProject,
+)
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.service.engine import Engine
+
 
 def register(app: MCPServer, engine: Engine) -> None:
     """Add the five tools to `app`, bound to `engine`."""
 
     def store(
         agent_id: AgentId,
-        message: Annotated[StoreMessage, Field(description="The memory: content plus optional id, source, timestamp, metadata.")],
+        message: Annotated[
+            StoreMessage, Field(description="The memory: content plus optional id, source, timestamp, metadata.")
+        ],
         channel: WriteChannel = "",
         project_id: WriteProject = "",
     ) -> str:
@@ -42,16 +56,18 @@ def register(app: MCPServer, engine: Engine) -> None:
 
     def recall(
         agent_id: AgentId,
-        query: Annotated[StrictStr, Field(description="What to remember: a question, keywords, an identifier or error string. '' = most recent memories.")],
+        query: Annotated[StrictStr, Field(description="What to remember: a question, keywords, an identifier or "
+                                                      "error string. '' = most recent memories.")],
         limit: RecallLimit = 10,
         channel: ReadChannel = "",
         project_id: ReadProject = None,
-        source_id: Annotated[StrictStr, Field(description="Only memories whose source.id starts with this prefix.")] = "",
+        source_id: SourceId = "",
         exclude_contents: Annotated[
-            list[StrictStr], Field(max_length=200, description="Texts you already have in context; rows equal to them are left out.")
-        ] = [],
-        deep: Annotated[StrictBool, Field(description="Search harder: halves the quality gate.")] = False,
-        full_content: Annotated[StrictBool, Field(description=FULL_CONTENT_HELP)] = False,
+            list[StrictStr],
+            Field(max_length=200, description="Texts you already have in context; rows equal to them are left out."),
+        ] = [],  # noqa: B006 — the SDK publishes this default in the tool's JSON schema; never mutated
+        deep: Deep = False,
+        full_content: FullContent = False,
     ) -> str:
         """Find the memories and session summaries relevant to `query` (hybrid vector + full-text search).
 
@@ -70,11 +86,16 @@ def register(app: MCPServer, engine: Engine) -> None:
 
     def archive_episode(
         agent_id: AgentId,
-        summary: Annotated[StrictStr, Field(description="Your summary of the session (required; the server never summarises).")],
-        keywords: Annotated[StrictStr, Field(description="Space-separated keywords that should find this episode.")] = "",
+        summary: Annotated[
+            StrictStr, Field(description="Your summary of the session (required; the server never summarises).")
+        ],
+        keywords: Annotated[
+            StrictStr, Field(description="Space-separated keywords that should find this episode.")
+        ] = "",
         history: Annotated[
-            list[HistoryEntry], Field(max_length=10000, description="Turns of the session; their timestamps give start/end time.")
-        ] = [],
+            list[HistoryEntry],
+            Field(max_length=10000, description="Turns of the session; their timestamps give start/end time."),
+        ] = [],  # noqa: B006 — the SDK publishes this default in the tool's JSON schema; never mutated
         resolved: Annotated[StrictBool, Field(description="True when the session's topic was concluded.")] = False,
         channel: WriteChannel = "",
         project_id: WriteProject = "",

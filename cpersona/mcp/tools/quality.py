@@ -11,12 +11,12 @@ the service validates again and answers rule violations with `ok: false`.
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from cpersona.calibration.precision import METHODS
 from cpersona.mcp.registry import CALIBRATE, OVERWRITE, READ, WRITE, add_tools
 from cpersona.mcp.results import call
-from cpersona.mcp.tools.schemas import FULL_CONTENT_HELP, AgentId, ReadChannel, ReadProject, RecallLimit
+from cpersona.mcp.tools.schemas import AgentId, Deep, FullContent, ReadChannel, ReadProject, RecallLimit, SourceId
 from cpersona.retrieval.context import MAX_ENTRIES
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.retrieval.preview import CONTENTS_BUDGET, MAX_REFS
@@ -45,15 +45,16 @@ def register(app: MCPServer, engine: Engine) -> None:
         agent_id: AgentId,
         query: Annotated[StrictStr, Field(description="What to remember (as for recall).")],
         external_context: Annotated[
-            list[ContextEntry], Field(max_length=MAX_ENTRIES, description="The conversation you already have: "
-                                      "{role, content, name?, user_id?, timestamp?}. Memories repeating it are left out.")
-        ] = [],
+            list[ContextEntry],
+            Field(max_length=MAX_ENTRIES, description="The conversation you already have: "
+                  "{role, content, name?, user_id?, timestamp?}. Memories repeating it are left out."),
+        ] = [],  # noqa: B006 — the SDK publishes this default in the tool's JSON schema; never mutated
         limit: RecallLimit = 10,
         channel: ReadChannel = "",
         project_id: ReadProject = None,
-        source_id: Annotated[StrictStr, Field(description="Only memories whose source.id starts with this prefix.")] = "",
-        deep: Annotated[StrictBool, Field(description="Search harder: halves the quality gate.")] = False,
-        full_content: Annotated[StrictBool, Field(description=FULL_CONTENT_HELP)] = False,
+        source_id: SourceId = "",
+        deep: Deep = False,
+        full_content: FullContent = False,
     ) -> str:
         """Recall merged with your conversation, deduplicated, in CHRONOLOGICAL order (oldest first;
         rows without a timestamp first) — unlike recall, the last row is the newest, not the best.
@@ -100,10 +101,14 @@ def register(app: MCPServer, engine: Engine) -> None:
         return call("update_profile", lambda: engine.update_profile(agent_id, profile))
 
     def calibrate_threshold(
-        agent_id: Annotated[StrictStr, Field(description="Agent to calibrate; '' = the global vector threshold over all agents.")],
-        sample_size: Annotated[StrictInt, Field(ge=0, le=max_sample, description=f"Stored vectors to sample (1–{max_sample}; "
+        agent_id: Annotated[
+            StrictStr, Field(description="Agent to calibrate; '' = the global vector threshold over all agents.")
+        ],
+        sample_size: Annotated[StrictInt, Field(ge=0, le=max_sample,
+                                                description=f"Stored vectors to sample (1–{max_sample}; "
                                                 "0 = default 200).")] = 0,
-        z_factor: Annotated[Number, Field(ge=-10, le=10, description="zscore method: threshold = mean + z·std of random "
+        z_factor: Annotated[Number, Field(ge=-10, le=10,
+                                          description="zscore method: threshold = mean + z·std of random "
                                           "pairs (0 = default 1.0).")] = 0,
         method: Annotated[StrictStr, Field(description=f"{' | '.join(METHODS)} ('' = separation).")] = "",
         percentile: Annotated[Number, Field(ge=0, le=100, description="percentile method: quantile of random pairs, "
@@ -122,9 +127,10 @@ def register(app: MCPServer, engine: Engine) -> None:
 
     def set_recall_precision(
         agent_id: AgentId,
-        precision: Annotated[StrictStr, Field(description="strict (fewer, surer rows) | balanced | lenient (more rows); "
-                                              "'' with beta 0 = back to the server default.")] = "",
-        beta: Annotated[Number, Field(ge=0, le=100, description="Custom operating point β > 0 (strict = 2.0, balanced = 1.0, "
+        precision: Annotated[StrictStr, Field(description="strict (fewer, surer rows) | balanced | lenient "
+                                              "(more rows); '' with beta 0 = back to the server default.")] = "",
+        beta: Annotated[Number, Field(ge=0, le=100,
+                                      description="Custom operating point β > 0 (strict = 2.0, balanced = 1.0, "
                                       "lenient = 0.5); overrides precision.")] = 0,
     ) -> str:
         """Move the agent's quality-gate operating point and recalibrate at once (takes effect on the

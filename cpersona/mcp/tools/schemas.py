@@ -4,7 +4,7 @@ bounds, description) the SDK publishes and enforces before a handler runs."""
 # No `from __future__ import annotations`: pydantic reads these annotations at registration.
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from cpersona.retrieval.preview import RECALL_BUDGET
 
@@ -22,10 +22,15 @@ ReadProject = Annotated[
     Field(description="Omit = all projects; '' = global pool only; 'X' = project X plus the global pool; "
                       "'@auto' = your default project from the operating context."),
 ]
-WriteChannel = Annotated[StrictStr, Field(description="Channel to file under; '' (default) = visible from every channel.")]
-ReadChannel = Annotated[StrictStr, Field(description="'' (default) = all channels; 'X' = channel X plus channel-less rows.")]
+WriteChannel = Annotated[
+    StrictStr, Field(description="Channel to file under; '' (default) = visible from every channel.")
+]
+ReadChannel = Annotated[
+    StrictStr, Field(description="'' (default) = all channels; 'X' = channel X plus channel-less rows.")
+]
 RecallLimit = Annotated[
-    StrictInt, Field(ge=1, le=100, description="Maximum rows returned (1–100, default 10); also each retriever's depth.")
+    StrictInt,
+    Field(ge=1, le=100, description="Maximum rows returned (1–100, default 10); also each retriever's depth."),
 ]
 
 
@@ -34,7 +39,9 @@ class StoreMessage(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    content: StrictStr = Field(description="The fact, decision or rule to remember (non-empty; ≤16000 chars by default).")
+    content: StrictStr = Field(
+        description="The fact, decision or rule to remember (non-empty; ≤16000 chars by default)."
+    )
     id: StrictStr = Field("", description="Your message id; a second store with the same id is skipped (dedup).")
     source: dict[str, Any] = Field(
         default_factory=dict,
@@ -56,3 +63,6 @@ FULL_CONTENT_HELP = (
     f"Return whole rows instead of previews, within {RECALL_BUDGET:,} characters spent on the best rows first; "
     "weaker rows past the budget stay previews (full_content_budget_chars is then set)."
 )
+SourceId = Annotated[StrictStr, Field(description="Only memories whose source.id starts with this prefix.")]
+Deep = Annotated[StrictBool, Field(description="Search harder: halves the quality gate.")]
+FullContent = Annotated[StrictBool, Field(description=FULL_CONTENT_HELP)]

@@ -89,3 +89,14 @@ def test_stats_shows_the_vector_model_and_queue(cli, fake_embed):
     assert "fake-hash-512 (512-d)" in out  # the recorded model of the stored vectors (announced by the server)
     kai = next(line for line in out.splitlines() if "│ kai " in line)
     assert [cell.strip() for cell in kai.split("│")[1:5]] == ["kai", "2", "1", "1"]
+
+
+def test_cli_store_obeys_the_operating_context_registry(cli, tmp_path, monkeypatch):
+    context = tmp_path / "context.toml"
+    context.write_text('version = 1\n[registry]\nproject_ids = ["", "ops"]\nenforce = "reject"\n', encoding="utf-8")
+    monkeypatch.setenv("CPERSONA_OPERATING_CONTEXT_PATH", str(context))
+    status, out, err = cli("store", "deploy notes for the web team", "--agent", "kai", "--project", "web")
+    assert status == 1 and "not in registry" in err and out == ""
+    assert not cli.db.exists() or db_rows(cli.db, "SELECT COUNT(*) FROM memories") == [(0,)]
+    status, out, _ = cli("store", "deploy notes for the ops team", "--agent", "kai", "--project", "ops")
+    assert status == 0 and "stored mem:1" in out

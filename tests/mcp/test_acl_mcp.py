@@ -129,3 +129,18 @@ def test_stdio_without_a_local_entry_is_denied_everything(tmp_path):
     run = run_mcp(scenario, tmp_path / "s.db", {"CPERSONA_ACL_FILE": path})
     assert run.result.data["error"] == "permission_denied"
     assert "'local' is not in the ACL file" in run.result.data["detail"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+def test_a_defective_acl_file_refuses_to_start_on_either_transport(tmp_path, transport):
+    import subprocess
+    import sys
+
+    from conftest import assert_one_line_error, clean_env
+
+    path = write_acl(tmp_path / "acl.json", [{"client_id": "a", "token": "${CPERSONA_TEST_UNSET}", "grants": {}}])
+    proc = subprocess.run([sys.executable, "-m", "cpersona"], env=clean_env(
+        CPERSONA_ACL_FILE=path, CPERSONA_TRANSPORT=transport, CPERSONA_DB_PATH=str(tmp_path / "x.db")),
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert_one_line_error(proc, "clients[0] (client_id 'a'): token ${CPERSONA_TEST_UNSET}")
+    assert not (tmp_path / "x.db").exists()

@@ -134,7 +134,7 @@ def test_unknown_model_name_is_a_clear_error():
 def test_missing_package_names_the_pip_extra(monkeypatch):
     _fake_spec(monkeypatch, "absent", lambda threads: None, module="no_such_module_cpersona_test")
     assert model_installed("absent") is False
-    with pytest.raises(EmbeddingError, match=r"pip install 'cpersona\[embed\]'"):
+    with pytest.raises(EmbeddingError, match=r"pip install 'cpersona-memory\[embed\]'"):
         LocalEmbedder("absent")
 
 

@@ -43,14 +43,21 @@ class Settings(BaseModel):
     max_metadata_length: int = Field(8000, ge=2, le=1_000_000,
                                      description="Longest source / metadata JSON, in characters.")
     # ---------------------------------------------------------------- embedding
-    embedding_mode: Literal["auto", "none", "http", "local"] = Field(
-        "auto", description="auto = http if a URL is set, else the bundled model if installed, else none.",
+    embedding_mode: Literal["auto", "none", "http", "local", "api"] = Field(
+        "auto", description="auto = http if a URL is set, else the bundled model if installed, else none; "
+                            "api = an OpenAI-compatible /v1/embeddings endpoint.",
         json_schema_extra=_alias("EMBEDDING_MODE"))
     embedding_url: str = Field("", description="The /embed endpoint of an HTTP embedding server.",
                                json_schema_extra=_alias("EMBEDDING_HTTP_URL"))
     local_model: Literal["use", "e5"] = Field("use", description="Bundled model: use (USE multilingual, 512-d) or e5.")
-    embedding_model: str = Field("", description="Model label recorded with HTTP vectors when the server sends none.",
+    embedding_model: str = Field("", description="Model label recorded with HTTP vectors when the server sends none; "
+                                                 "the model requested in api mode (default text-embedding-3-small).",
                                  json_schema_extra=_alias("EMBEDDING_MODEL"))
+    embedding_api_url: str = Field("https://api.openai.com/v1/embeddings",
+                                   description="api mode: the OpenAI-compatible embeddings endpoint.",
+                                   json_schema_extra=_alias("EMBEDDING_API_URL"))
+    embedding_api_key: str = Field("", repr=False, description="api mode: the bearer key (never logged).",
+                                   json_schema_extra={**_alias("EMBEDDING_API_KEY"), "verbatim": True, "secret": True})
     embedding_threads: int = Field(1, ge=1, le=64, description="BLAS/OpenMP threads for the bundled model.")
     embedding_timeout_secs: float = Field(30.0, ge=0.1, le=600, description="Seconds one HTTP embedding call may take.")
     embedding_cache_size: int = Field(256, ge=0, le=1_000_000, description="Query vectors cached (LRU; 0 = off).")
@@ -127,8 +134,30 @@ class Settings(BaseModel):
     transport: Literal["stdio", "streamable-http"] = Field("stdio", description="MCP transport.")
     http_host: str = Field("127.0.0.1", description="Address the HTTP transport binds.")
     http_port: int = Field(8402, ge=1, le=65535, description="Port of the HTTP transport.")
-    auth_token: str = Field("", description="Bearer token every HTTP request must carry.")
+    auth_token: str = Field("", repr=False, description="Bearer token every HTTP request must carry (used verbatim; "
+                                                     "the proxy sends it to the remote server).",
+                            json_schema_extra={"verbatim": True, "secret": True})
     allow_unauthenticated_http: bool = Field(False, description="Serve HTTP without a token (explicit opt-in).")
+    acl_file: str = Field("", description="JSON file of per-client tokens and grants (enables ACL mode).")
+    cors_origins: str = Field("https://claude.ai,https://www.claude.ai",
+                              description="Comma-separated browser origins allowed by CORS ('none' = no CORS).")
+    http_allowed_hosts: str = Field("", description="Comma-separated Host names (name or name:port) the HTTP "
+                                                    "transport answers; loopback names and the bind address always.")
+    http_max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024,
+                                     description="Largest HTTP request body, in bytes (413 beyond).")
+    remote_url: str = Field("http://localhost:8402/mcp", description="cpersona proxy: the remote MCP endpoint.")
+    proxy_max_inflight: int = Field(8, ge=1, le=1000,
+                                    description="cpersona proxy: requests awaiting an answer before stdin waits.")
+    proxy_connect_timeout_secs: float = Field(5.0, ge=0.1, le=600,
+                                              description="cpersona proxy: seconds to open a connection.")
+    proxy_read_timeout_secs: float = Field(300.0, ge=1, le=86400,
+                                           description="cpersona proxy: seconds to wait for a reply's next bytes.")
+    # ------------------------------------------------------------- update check
+    update_check: bool = Field(True, description="Check the package index for a newer release once per start.")
+    update_check_interval_seconds: int = Field(86400, ge=60, le=86400 * 365,
+                                               description="Seconds a cached update verdict is reused.")
+    update_index_url: str = Field("https://pypi.org/pypi",
+                                  description="Package index JSON API base (<url>/<project>/json).")
     log_level: Literal["debug", "info", "warning", "error"] = Field("warning", description="Log level on stderr.")
 
     @classmethod
@@ -148,7 +177,8 @@ class Settings(BaseModel):
             try:
                 values[setting.field] = setting.parse(raw)
             except ValueError as err:
-                raise ConfigError(f"{name}={raw!r} is invalid: expected {err}") from None
+                shown = "<hidden>" if setting.secret else repr(raw)
+                raise ConfigError(f"{name}={shown} is invalid: expected {err}") from None
         values.update(overrides)
         return cls(**values)
 
@@ -178,6 +208,8 @@ class Setting:
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
     alias: str | None = None
+    verbatim: bool = False
+    secret: bool = False
 
     @property
     def env(self) -> str:
@@ -199,13 +231,18 @@ class Setting:
 
     def lookup(self, env: Mapping[str, str]) -> tuple[str | None, str]:
         """(raw value, variable it came from); the prefixed name wins when non-empty."""
-        for name in (self.env, self.alias):
-            if name and env.get(name, "").strip() != "":
-                return env[name], name
+        for name in (self.env, self.alias or ""):
+            value = env.get(name, "") if name else ""
+            if (value if self.verbatim else value.strip()) != "":
+                return value, name
         return None, self.env
 
     def parse(self, raw: str) -> Any:
-        """Convert `raw`; raises ValueError(describe()) when it breaks the rule."""
+        """Convert `raw`; raises ValueError(describe()) when it breaks the rule. A verbatim
+        setting (a secret) keeps its value exactly, whitespace included: whoever checks it
+        refuses stray whitespace rather than trimming it silently."""
+        if self.verbatim:
+            return raw
         try:
             value = _convert(self.kind, raw)
         except ValueError:
@@ -246,6 +283,7 @@ def _setting(name: str, info: Any) -> Setting:
         name, kind, info.default, info.description or "",
         minimum=ge.ge if ge is not None else None, maximum=le.le if le is not None else None,
         choices=tuple(choices) if choices else None, alias=extra.get("alias"),
+        verbatim=bool(extra.get("verbatim")), secret=bool(extra.get("secret")),
     )
 
 

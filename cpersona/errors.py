@@ -2,7 +2,8 @@
 
 The edges (MCP tools, CLI) turn them into answers: `InvalidArgument` and `Refused` become
 `{ok: false, error}`, `ConfigError` / `StorageError` stop the process with one line on
-stderr, `EmbeddingError` degrades recall to keyword search and is reported in the advisory.
+stderr, `EmbeddingError` degrades recall to keyword search and is reported in the advisory,
+`UpdateCheckError` is one quiet log line (the update check is advisory, never fatal).
 Anything else reaching an edge is a bug: it is logged with its traceback and answered as an
 internal error, never swallowed.
 """
@@ -51,3 +52,8 @@ class EmbeddingError(CPersonaError, RuntimeError):
 
 class EmbeddingNotReady(EmbeddingError):
     """The backend exists but is still loading (in-process model warming up)."""
+
+
+class UpdateCheckError(CPersonaError, RuntimeError):
+    """The package index could not be read or its answer is unusable (offline, non-2xx,
+    malformed, or about another project). Never cached: the next start tries again."""

@@ -31,6 +31,11 @@ from cpersona.service.engine import Engine
 #: Seconds one spawned MCP scenario may take before the test fails (hang guard, not a timing assertion).
 MCP_SCENARIO_TIMEOUT = 90
 
+#: Servers spawned by tests never look at the real package index (tests/updates/ uses a local fake):
+#: every subprocess inherits this, and the helpers below pass it on.
+NO_UPDATE_CHECK = {"CPERSONA_UPDATE_CHECK": "false"}
+os.environ.update(NO_UPDATE_CHECK)
+
 
 # --------------------------------------------------------------------------- engines
 def new_engine(db_path: str | Path, **overrides: Any) -> Engine:
@@ -177,7 +182,7 @@ def run_mcp(
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    server_env = {"CPERSONA_DB_PATH": str(db_path), "CPERSONA_EMBEDDING_MODE": "none"}
+    server_env = {"CPERSONA_DB_PATH": str(db_path), "CPERSONA_EMBEDDING_MODE": "none", **NO_UPDATE_CHECK}
     server_env.update(env or {})
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "cpersona"], env=server_env, cwd=str(cwd or Path(db_path).parent)
@@ -204,8 +209,10 @@ def run_mcp(
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """os.environ without any CPERSONA_* / EMBEDDING_* variable, plus `extra`."""
+    """os.environ without any CPERSONA_* / EMBEDDING_* variable (but with the update check
+    off), plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CPERSONA_", "EMBEDDING_"))}
+    env.update(NO_UPDATE_CHECK)
     env.update(extra)
     return env
 

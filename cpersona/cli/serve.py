@@ -1,11 +1,11 @@
-"""`cpersona serve` (the default command): run the MCP server until the client disconnects."""
+"""`cpersona serve` (the default command): run the MCP server until the client disconnects
+(stdio) or the process is stopped (streamable HTTP)."""
 
 from __future__ import annotations
 
 import argparse
 
 from cpersona.config import Settings
-from cpersona.errors import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,30 +14,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=serve)
 
 
-def check_http_auth(settings: Settings) -> None:
-    """Refuse to serve HTTP without a token unless unauthenticated serving was opted into."""
-    if not settings.auth_token and not settings.allow_unauthenticated_http:
-        raise ConfigError(
-            f"CPERSONA_TRANSPORT=streamable-http on {settings.http_host}:{settings.http_port} needs "
-            "CPERSONA_AUTH_TOKEN, or CPERSONA_ALLOW_UNAUTHENTICATED_HTTP=true to serve without auth"
-        )
-
-
 def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
-    """Run the MCP server until the client disconnects."""
+    """Run the MCP server. Access (tokens, ACL file, Host/Origin rules) is checked before
+    the database is opened; the once-per-start update check runs in the background."""
+    from cpersona.mcp.security import Security
     from cpersona.mcp.server import build_server
     from cpersona.service.engine import Engine
 
-    if settings.transport != "stdio":
-        check_http_auth(settings)
+    security = Security.from_settings(settings)
     engine = Engine(settings, start_background=False)
     try:
-        address = (settings.http_host, settings.http_port)
-        app = build_server(engine, settings.log_level, settings.auth_token, address)
+        engine.updates.start()
+        app = build_server(engine, settings.log_level, security.guard(settings))
         if settings.transport == "stdio":
             app.run("stdio")
         else:
-            app.run("streamable-http", host=settings.http_host, port=settings.http_port)
+            from cpersona.mcp.http_app import build_http_app, serve_http
+
+            assert security.rules is not None
+            serve_http(build_http_app(app, settings, security.check, security.rules), settings)
     finally:
         engine.close()
     return 0

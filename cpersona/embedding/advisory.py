@@ -21,7 +21,7 @@ FAULT_AFTER = 2
 _RUNBOOKS = {
     "hint": (
         "Tell the user once: semantic (vector) search is off, so recall matches words, not meaning. "
-        "To enable it: pip install 'cpersona[embed]' (bundled model, no network) or set "
+        "To enable it: pip install 'cpersona-memory[embed]' (bundled model, no network) or set "
         "CPERSONA_EMBEDDING_URL to an /embed server, then restart. "
         "To silence this notice set CPERSONA_DEGRADED_ADVISORY=false."
     ),

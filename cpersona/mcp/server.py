@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, cast
+from typing import Any, Literal, cast
 
+from mcp.server.context import ServerMiddleware
 from mcp.server.mcpserver import MCPServer
 
 from cpersona import __version__
-from cpersona.mcp.tools import manage, memory, quality
+from cpersona.mcp.tools import manage, memory, quality, updates
 from cpersona.service.engine import Engine
-
-if TYPE_CHECKING:  # http_auth is imported only when a token is configured
-    from mcp.server.auth.provider import TokenVerifier
-    from mcp.server.auth.settings import AuthSettings
 
 #: The SDK's log levels (`log_level` is passed upper-cased).
 SdkLogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -25,7 +22,7 @@ INSTRUCTIONS = (
 )
 
 #: Tool groups, each a module with `register(app, engine)`.
-TOOL_MODULES = (manage, memory, quality)
+TOOL_MODULES = (manage, memory, quality, updates)
 
 
 def _start_after_handshake(engine: Engine):
@@ -41,24 +38,19 @@ def _start_after_handshake(engine: Engine):
     return middleware
 
 
-def build_server(engine: Engine, log_level: str = "WARNING", auth_token: str = "", http_address=None) -> MCPServer:
+def build_server(engine: Engine, log_level: str = "WARNING", guard: ServerMiddleware[Any] | None = None) -> MCPServer:
     """An MCPServer exposing every tool group, bound to `engine`.
 
-    `auth_token` (streamable-HTTP only) requires `Authorization: Bearer <token>` on every
-    request; `http_address` is the (host, port) the HTTP transport binds."""
-    auth: AuthSettings | None = None
-    token_verifier: TokenVerifier | None = None
-    if auth_token:
-        from cpersona.mcp.http_auth import StaticTokenVerifier, auth_settings
-
-        auth, token_verifier = auth_settings(*http_address), StaticTokenVerifier(auth_token)
+    `guard` (ACL mode, `mcp/access.py: AccessGuard`) decides every tool call before it
+    runs. Authentication is not the server's job: the HTTP app (`mcp/http_app.py`) checks
+    bearer tokens before a request reaches it."""
     # MCP `instructions`: the operating context's `[instructions] summary` when present (read once,
     # here), else INSTRUCTIONS; an unusable sidecar is logged once and the server starts anyway.
     instructions = engine.operating_context.instructions() or INSTRUCTIONS
     app = MCPServer(
         SERVER_NAME, instructions=instructions, version=__version__,
         log_level=cast(SdkLogLevel, log_level.upper()),
-        middleware=[_start_after_handshake(engine)], auth=auth, token_verifier=token_verifier,
+        middleware=[_start_after_handshake(engine), *([guard] if guard is not None else [])],
     )
     for module in TOOL_MODULES:
         module.register(app, engine)

@@ -139,13 +139,13 @@ class AdminService(ServiceBase):
         return out
 
     def persistence_status(self) -> dict[str, Any]:
-        """{paused, expires_at, ttl_remaining_seconds, scope} (expiry checked lazily)."""
-        return self.pause.status()
+        """{paused, expires_at, ttl_remaining_seconds, scope, update_notice?} (expiry checked lazily)."""
+        return self.with_update_notice(self.pause.status())
 
     # ------------------------------------------------------ queue, context, stats
     def queue_status(self) -> dict[str, Any]:
-        """Body of get_queue_status (jobs/task_queue.py)."""
-        return self.queue.status()
+        """Body of get_queue_status (jobs/task_queue.py), plus update_notice? (service/updates.py)."""
+        return self.with_update_notice(self.queue.status())
 
     def get_operating_context(self, section: Any = "") -> dict[str, Any]:
         """Body of get_operating_context: the overview, or one doctrine section."""

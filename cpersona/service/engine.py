@@ -7,6 +7,7 @@ collaborators together, and exposes every tool's behaviour through the service m
     listing.py  list_memories, list_episodes
     admin.py    delete / lock / unlock, delete_agent_data, profiles, pause, queue, stats
     quality.py  calibrate_threshold, set_recall_precision, get_recall_precision
+    updates.py  check_update, the update notice of status answers
 
 The MCP tools (cpersona/mcp/tools/) and the CLI (cpersona/cli/) call these methods and only
 serialise what they return. Thread-safety: every public method may be called from any
@@ -32,8 +33,10 @@ from cpersona.service.admin import AdminService
 from cpersona.service.listing import ListingService
 from cpersona.service.quality import QualityService
 from cpersona.service.recall import PoolCounts, RecallService
+from cpersona.service.updates import UpdateService
 from cpersona.service.writes import WriteService
 from cpersona.storage import Database
+from cpersona.updates.checker import UpdateCheck
 
 _UNSET: object = object()
 
@@ -46,7 +49,7 @@ class _IndexAccess:
         self.current = engine.indexes
 
 
-class Engine(WriteService, RecallService, ListingService, AdminService, QualityService):
+class Engine(WriteService, RecallService, ListingService, AdminService, QualityService, UpdateService):
     """The memory server's service layer over one database.
 
     Args:
@@ -78,6 +81,8 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
         self._pool_counts = PoolCounts()
         self._started = False
+        # Built idle: the server starts it once per process (cli/serve.py); tools and the CLI never fetch.
+        self.updates = UpdateCheck(settings)
         if start_background:
             self.start_background()
 

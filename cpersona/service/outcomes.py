@@ -48,6 +48,7 @@ class RecallResult(TypedDict):
     gate: NotRequired[dict[str, Any]]
     gate_fallback: NotRequired[bool]
     full_content_budget_chars: NotRequired[int]
+    update_notice: NotRequired[str]
 
 
 class AgentErased(TypedDict):

@@ -97,6 +97,9 @@ class RecallService(ServiceBase):
         advisory = self.gateway.advisory.payload()
         if advisory:
             response["advisory"] = advisory
+        notice = self.updates.recall_notice()
+        if notice:
+            response["update_notice"] = notice
         return response
 
     def pool_size(self, scope: Scope) -> int:

@@ -284,3 +284,10 @@ def test_cli_bad_config_exits_2_with_one_line(tmp_path, env, needle):
     proc = _run_cli(tmp_path, **env)
     assert_one_line_error(proc, needle)
     assert not (tmp_path / "cli.db").exists()
+
+
+def test_secrets_are_kept_verbatim_and_hidden_from_repr():
+    s = Settings.from_env({"CPERSONA_AUTH_TOKEN": " tok\n", "EMBEDDING_API_KEY": "sk-secret-1"})
+    assert s.auth_token == " tok\n", "a secret is never trimmed (the token rules refuse whitespace instead)"
+    assert s.embedding_api_key == "sk-secret-1"
+    assert "tok" not in repr(s) and "sk-secret-1" not in repr(s)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from cpersona.config import SETTINGS, ConfigError, Settings
+from cpersona.config import SETTINGS, ConfigError, Settings, default_db_path
 from cpersona.embedding import local, provider
 
 from conftest import assert_one_line_error, clean_env
@@ -16,7 +16,7 @@ from conftest import assert_one_line_error, clean_env
 # ------------------------------------------------------------------ defaults
 def test_defaults_with_empty_environment():
     s = Settings.from_env({})
-    assert s.db_path == "data/cpersona.db"
+    assert s.db_path == default_db_path()  # tests/config/test_sources.py: where that is
     assert s.fts_enabled is True
     assert s.max_content_length == 16000
     assert s.max_profile_length == 2000

@@ -4,7 +4,7 @@ Spawns the real server against a fresh SQLite file, stores a public data set (Lo
 default) and measures, exactly as the client receives them:
 
 * **tools list** — characters of the `tools/list` answer (every tool as serialised on the
-  wire) and the token estimate characters / 4 that every conversation pays once;
+  wire: compact JSON) and the token estimate characters / 4 that every conversation pays;
 * **recall rows** — UTF-8 bytes per returned message (its JSON object), of which content,
   and the share that is metadata (ref, timestamp, source, match_reason …), over the data
   set's queries (`--max-queries`, evenly spaced);
@@ -29,7 +29,6 @@ import collections
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,8 +60,8 @@ def row_sizes(messages: list[dict]) -> list[tuple[int, int]]:
 
 async def tools_list_size(server: common.McpServer) -> dict:
     tools = (await server._session.list_tools()).tools
-    chars = sum(len(json.dumps(t.model_dump(mode="json", by_alias=True, exclude_none=True), ensure_ascii=False))
-                for t in tools)
+    chars = sum(len(json.dumps(t.model_dump(mode="json", by_alias=True, exclude_none=True), ensure_ascii=False,
+                               separators=(",", ":"))) for t in tools)
     return {"tools": len(tools), "chars": chars, "tokens_est": round(chars / 4)}
 
 
@@ -131,13 +130,7 @@ def report(result: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = args.out or common.RESULTS / f"response-size-{args.dataset}-{args.embedding}.json"
-    started = time.perf_counter()
-    machine = common.machine_info()
-    result = common.run_in_workdir("cpersona-size-", args.keep_db, run, args)
-    result["total_wall_s"] = round(time.perf_counter() - started, 1)
-    result["machine"] = machine
-    report(result)
-    common.write_json(out, result)
+    common.run_benchmark("cpersona-size-", args, run, report, out)
     return 0
 
 

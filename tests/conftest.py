@@ -31,6 +31,12 @@ from cpersona.service.engine import Engine
 #: Seconds one spawned MCP scenario may take before the test fails (hang guard, not a timing assertion).
 MCP_SCENARIO_TIMEOUT = 90
 
+# The per-user directories (settings file, default database) of this test session are empty
+# temp folders: a developer's own ~/.config/cpersona/config.toml must not change a test, and no
+# test may write into the developer's memory file. Spawned servers inherit these variables.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-config-")
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-data-")
+
 
 # --------------------------------------------------------------------------- engines
 def new_engine(db_path: str | Path, **overrides: Any) -> Engine:

@@ -49,7 +49,7 @@ def config_command(settings: Settings, args: argparse.Namespace) -> int:
         out.add_row(r["variable"], repr(r["value"]) if isinstance(r["value"], str) else str(r["value"]),
                     r["source"])
     printer = console()
-    printer.print(out)
+    printer.print(out if rows else "every setting is at its default")
     exists = "" if os.path.isfile(os.path.expanduser(settings_file)) else " (absent)"
     printer.print(f"settings file: {settings_file}{exists}; database: {resolved.db_file or resolved.db_path}")
     return OK

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -255,13 +254,7 @@ def report(result: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = args.out or common.RESULTS / f"retrieval-{dataset_label(args.dataset)}-{args.embedding}.json"
-    started = time.perf_counter()
-    machine = common.machine_info()
-    result = common.run_in_workdir("cpersona-bench-", args.keep_db, run, args)
-    result["total_wall_s"] = round(time.perf_counter() - started, 1)
-    result["machine"] = {**machine, "loadavg_end": common.loadavg()}
-    report(result)
-    common.write_json(out, result)
+    common.run_benchmark("cpersona-bench-", args, run, report, out)
     return 0
 
 

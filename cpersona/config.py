@@ -5,24 +5,55 @@ CPersona documents, e.g. EMBEDDING_MODE; the prefixed name wins when both are se
 non-empty). Empty values mean "default". Booleans accept true/false/1/0/yes/no/on/off.
 A malformed or out-of-range value raises `ConfigError` naming the variable and the expected
 form — startup stops with that one line rather than guessing a default.
+
+A settings file (TOML, `field = value`, e.g. `recall_mode = "rrf"`) may hold the same
+settings: `CPERSONA_CONFIG_FILE`, else `config.toml` in the per-user config directory
+(platformdirs). The environment wins over the file, the file over the default;
+`Settings.resolve()` also says where each value came from (`cpersona config`).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+import platformdirs
 from annotated_types import Ge, Le
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
 
 from cpersona.errors import ConfigError
 
-__all__ = ["SETTINGS", "ConfigError", "Setting", "Settings"]
+__all__ = ["SETTINGS", "ConfigError", "Setting", "Settings", "default_db_path"]
+
+APP_NAME = "cpersona"
+#: Where the original CPersona kept its database, relative to the working directory.
+LEGACY_DB_PATH = Path("data") / "cpersona.db"
+#: The variable naming the settings file (read before any setting, so not a setting itself).
+CONFIG_FILE_ENV = "CPERSONA_CONFIG_FILE"
+
+
+def default_db_path(cwd: Path | None = None) -> str:
+    """The database used when CPERSONA_DB_PATH is unset: `data/cpersona.db` if that file
+    exists in the working directory (the original CPersona's layout, kept so its users
+    find their memories), else `cpersona.db` in the per-user data directory (platformdirs:
+    ~/.local/share/cpersona on Linux, ~/Library/Application Support/cpersona on macOS,
+    %LOCALAPPDATA%\\cpersona on Windows) — the same file whatever directory a host starts
+    the server in."""
+    legacy = (cwd or Path.cwd()) / LEGACY_DB_PATH
+    if legacy.is_file():
+        return str(legacy)
+    return str(Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "cpersona.db")
+
+
+def default_config_file() -> Path:
+    """`config.toml` in the per-user config directory (e.g. ~/.config/cpersona/config.toml)."""
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / "config.toml"
 
 
 def _alias(name: str) -> JsonDict:
@@ -35,7 +66,9 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     # ------------------------------------------------------------------ storage
-    db_path: str = Field("data/cpersona.db", description="SQLite database file (`~` expanded; `:memory:` = RAM only).")
+    db_path: str = Field("", description="SQLite database file ('' = data/cpersona.db if it exists in the "
+                         "working directory, else cpersona.db in the per-user data directory; `~` expanded; "
+                         "`:memory:` = RAM only).")
     fts_enabled: bool = Field(True, description="Keep the FTS5 trigram indexes; false = LIKE keyword search only.")
     max_content_length: int = Field(16000, ge=1, le=10_000_000, description="Longest memory / summary, in characters.")
     max_profile_length: int = Field(2000, ge=1, le=1_000_000,
@@ -63,6 +96,9 @@ class Settings(BaseModel):
     embedding_cache_size: int = Field(256, ge=0, le=1_000_000, description="Query vectors cached (LRU; 0 = off).")
     embedding_cache_ttl: float = Field(300.0, ge=0, le=86400 * 365, description="Seconds a cached query vector lives.")
     degraded_advisory: bool = Field(True, description="Tell the agent in recall when search runs without vectors.")
+    model_wait_seconds: float = Field(10.0, ge=0.0, le=600.0,
+                                      description="Seconds a store or recall waits for the bundled model still "
+                                      "loading before going on without a vector.")
     # ----------------------------------------------------------- task queue
     task_queue_enabled: bool = Field(
         True, description="Run the background worker that embeds rows stored without a vector.")
@@ -84,6 +120,11 @@ class Settings(BaseModel):
                                          "(uncalibrated; the retriever keeps half of it outside cascade).")
     recall_preview_chars: int = Field(500, ge=0, le=10_000_000,
                                       description="Recall rows with a ref are cut to this prefix (0 = whole rows).")
+    recall_verbose: bool = Field(False, description="Recall rows carry every channel's score in match_reason, "
+                                 "not only {signal, score}.")
+    list_budget_tokens: int = Field(20000, ge=500, le=10_000_000,
+                                    description="Largest list_memories / list_episodes answer, in tokens estimated as "
+                                    "UTF-8 bytes / 3; the rest is reached with next_cursor.")
     episode_penalty_enabled: bool = Field(True, description="Rank rows older than the latest episode lower.")
     episode_decay_rate: float = Field(0.01, ge=0.0, le=100.0, description="Episode boundary penalty decay per hour.")
     episode_decay_floor: float = Field(0.5, ge=0.0, le=1.0, description="Smallest episode boundary penalty factor.")
@@ -160,16 +201,40 @@ class Settings(BaseModel):
                                   description="Package index JSON API base (<url>/<project>/json).")
     log_level: Literal["debug", "info", "warning", "error"] = Field("warning", description="Log level on stderr.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_db_path(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("db_path"):
+            return {**data, "db_path": default_db_path()}
+        return data
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Read every setting from `environ` (default `os.environ`); `overrides`
-        (field=value, used by tests and the CLI) win over the environment.
+        """Read every setting from `environ` (default `os.environ`, which also reads the
+        settings file); `overrides` (field=value, used by tests and the CLI) win over both.
 
         Raises:
             ConfigError: e.g. "CPERSONA_RRF_K='abc' is invalid: expected an integer in [1, 100000]".
         """
+        return cls.resolve(environ, **overrides)[0]
+
+    @classmethod
+    def resolve(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> tuple[Settings, dict[str, str]]:
+        """(settings, where each field's value came from: "default", "env <NAME>", "file
+        <path>" or "override"). The settings file is read when `environ` is the process
+        environment (None) or names one with CPERSONA_CONFIG_FILE.
+
+        Raises:
+            ConfigError: a malformed value (naming the variable or the file and key), an
+                unreadable or invalid settings file, or an unknown key in it.
+        """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
+        sources = {s.field: "default" for s in SETTINGS}
+        if environ is None or env.get(CONFIG_FILE_ENV, "").strip():
+            path, found = read_settings_file(env.get(CONFIG_FILE_ENV, "").strip())
+            values.update(found)
+            sources.update({name: f"file {path}" for name in found})
         for setting in SETTINGS:
             raw, name = setting.lookup(env)
             if raw is None:
@@ -179,8 +244,10 @@ class Settings(BaseModel):
             except ValueError as err:
                 shown = "<hidden>" if setting.secret else repr(raw)
                 raise ConfigError(f"{name}={shown} is invalid: expected {err}") from None
+            sources[setting.field] = f"env {name}"
         values.update(overrides)
-        return cls(**values)
+        sources.update({name: "override" for name in overrides})
+        return cls(**values), sources
 
     @property
     def db_file(self) -> Path | None:
@@ -270,6 +337,32 @@ def _convert(kind: type, raw: str) -> Any:
             raise ValueError(text)
         return value
     return int(text) if kind is int else text
+
+
+def read_settings_file(explicit: str = "") -> tuple[Path, dict[str, Any]]:
+    """(path, {field: value}) of the settings file: `explicit` (CPERSONA_CONFIG_FILE; it
+    must exist), else the per-user default (absent = no values). Keys are field names
+    (`recall_mode`) or variable names (`CPERSONA_RECALL_MODE`); values are checked like the
+    environment's. Raises ConfigError naming the file (and the key) on any problem."""
+    path = Path(explicit).expanduser() if explicit else default_config_file()
+    if not explicit and not path.is_file():
+        return path, {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"settings file {path} ({CONFIG_FILE_ENV}) cannot be read: {err}") from None
+    by_name = {s.field: s for s in SETTINGS}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        setting = by_name.get(key.lower().removeprefix("cpersona_"))
+        if setting is None or isinstance(value, dict | list):
+            raise ConfigError(f"settings file {path}: {key!r} is not a setting (see `cpersona config`)")
+        raw = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        try:
+            values[setting.field] = setting.parse(raw)
+        except ValueError as err:
+            raise ConfigError(f"settings file {path}: {key} = {value!r} is invalid: expected {err}") from None
+    return path, values
 
 
 def _setting(name: str, info: Any) -> Setting:

@@ -35,6 +35,11 @@ MCP_SCENARIO_TIMEOUT = 90
 #: every subprocess inherits this, and the helpers below pass it on.
 NO_UPDATE_CHECK = {"CPERSONA_UPDATE_CHECK": "false"}
 os.environ.update(NO_UPDATE_CHECK)
+# The per-user directories (settings file, default database) of this test session are empty
+# temp folders: a developer's own ~/.config/cpersona/config.toml must not change a test, and no
+# test may write into the developer's memory file. Spawned servers inherit these variables.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-config-")
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-data-")
 
 
 # --------------------------------------------------------------------------- engines

@@ -131,6 +131,19 @@ class EmbeddingGateway:
         self.advisory.observe_failure(message)
         return message
 
+    def wait_for_backend(self, seconds: float) -> bool:
+        """Wait up to `seconds` for a backend that is still loading (the bundled model at
+        process start) so the first calls of a session get vectors. Returns True when the
+        backend can embed now; returns at once without a backend, for a backend that cannot
+        be waited for (HTTP), or after a failed load."""
+        emb = self.embedder
+        wait = getattr(emb, "wait_ready", None)
+        if emb is None or wait is None:
+            return emb is not None
+        if emb.ready() or seconds <= 0:
+            return emb.ready()
+        return bool(wait(seconds))
+
     # ------------------------------------------------------------- vectors
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         """(len(texts), dim) float32, L2-normalised. Raises EmbeddingNotReady / EmbeddingError

@@ -47,7 +47,7 @@ def _local(settings: Settings) -> Embedder:
     if not local.model_installed(name):
         hint = local.model_spec(name).install_hint()
         raise ConfigError(f"CPERSONA_EMBEDDING_MODE=local needs the bundled model '{name}': {hint}")
-    # Loading starts when the Engine starts its background work (after MCP `initialize`).
+    # Loading starts when the Engine starts its background work (at process start).
     return local.LocalEmbedder(name, threads=settings.embedding_threads, background=True)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cpersona.errors import InvalidArgument
+from cpersona.policy.pause import session
 
 log = logging.getLogger("cpersona.mcp")
 
@@ -23,11 +24,14 @@ def dump(payload: Mapping[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False)
 
 
-def call(tool: str, fn: Callable[[], Mapping[str, Any]], failure: dict[str, Any] | None = None) -> str:
+def call(tool: str, fn: Callable[[], Mapping[str, Any]], failure: dict[str, Any] | None = None,
+         session_key: str = "") -> str:
     """Run `fn` and serialise its dict. `failure` holds tool-specific keys added to an
-    error result (e.g. `messages: []` for recall)."""
+    error result (e.g. `messages: []` for recall). `session_key` (the caller's declared
+    session) selects the no-persist pause bucket for the call (policy/pause.py)."""
     try:
-        return dump(fn())
+        with session(session_key):
+            return dump(fn())
     except InvalidArgument as err:
         return dump({"ok": False, "error": str(err), **(failure or {})})
     except Exception as err:

@@ -56,8 +56,9 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         settings: resolved configuration (`Settings.from_env()`).
         embedder: backend to use; default builds one from settings (None = mode none).
         start_background: start model loading, the task queue worker and the startup
-            calibration now; the MCP server passes False and calls `start_background()`
-            once `initialize` is answered, so loading a model never delays the handshake.
+            calibration now (all in background threads: the MCP server does so at process
+            start, so the model loads while the handshake is answered); CLI commands pass
+            False (the server runs the queue).
 
     Raises:
         ConfigError: the configured embedding backend cannot be built.

@@ -168,12 +168,17 @@ class MemoryRepo:
         where, params = row_filter(scope, source_id)
         return [r[0] for r in self.conn.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
 
-    def listing(self, scope: Scope, limit: int) -> list[dict[str, Any]]:
-        """Newest first: dicts with LIST_COLUMNS (`source` as stored JSON text)."""
+    def listing(self, scope: Scope, limit: int, before: tuple[str, int] | None = None) -> list[dict[str, Any]]:
+        """Newest first: dicts with LIST_COLUMNS (`source` as stored JSON text). `before` =
+        (created_at, id) of the last row already listed: only older rows (the next page)."""
         where, params = scope.predicate()
+        args: list[Any] = list(params)
+        if before is not None:
+            where = f"({where}) AND (created_at < ? OR (created_at = ? AND id < ?))"
+            args += [before[0], before[0], before[1]]
         rows = self.conn.execute(
             f"SELECT {', '.join(LIST_COLUMNS)} FROM memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-            [*params, limit],
+            [*args, limit],
         ).fetchall()
         return [dict(zip(LIST_COLUMNS, r)) for r in rows]
 

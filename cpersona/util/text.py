@@ -61,13 +61,19 @@ _CANONICAL = {"User", "Agent", "System"}
 def normalize_source(source: Any) -> Any:
     """Map legacy source shapes to `{"type": User|Agent|System, "id", "name"}`.
 
-    Unknown shapes are returned unchanged (never invent a discriminator); None → {}.
+    A plain string naming a role ("user", "assistant", "ai") becomes that role; any other
+    plain string names the speaker: `{"id": s, "name": s}` (no type is invented), so
+    `source_id` filters find it; a blank string or None → {}. Unknown object shapes are
+    returned unchanged (never invent a discriminator).
     """
     if source is None:
         return {}
     if isinstance(source, str):
-        kind = {"user": "User", "assistant": "Agent", "ai": "Agent"}.get(source.strip().lower())
-        return {"type": kind, "id": "", "name": ""} if kind else source
+        name = source.strip()
+        kind = {"user": "User", "assistant": "Agent", "ai": "Agent"}.get(name.lower())
+        if kind:
+            return {"type": kind, "id": "", "name": ""}
+        return {"id": name, "name": name} if name else {}
     if not isinstance(source, dict):
         return source
     kind = source.get("type")

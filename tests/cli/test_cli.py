@@ -63,7 +63,7 @@ def test_store_list_recall_stats(cli):
     out = cli("recall", "docs")[1]  # no --agent: every agent
     assert "mio" in out and "mem:3" in out
     assert cli("recall", "zebra crossing", "--agent", "kai")[1].startswith("nothing relevant found")
-    assert cli("recall")[0] == 1
+    assert cli("recall")[0] == 2  # bad usage: the query is required
 
     status, out, _ = cli("stats")
     assert status == 0

@@ -343,7 +343,8 @@ def test_killed_server_leaves_queued_work_that_the_next_start_completes(tmp_path
     async def scenario(mcp):
         done = await anyio.to_thread.run_sync(lambda: wait_until(lambda: nulls(path) == 0, 30))
         status = await mcp.ok("get_queue_status")
-        hit = await mcp.ok("recall", {"agent_id": "kai", "query": "lighthouses crash row", "deep": True})
+        hit = await mcp.ok("recall", {"agent_id": "kai", "query": "lighthouses crash row", "deep": True,
+                                      "verbose": True})
         return done, status, hit
 
     run = run_mcp(scenario, path, env={"CPERSONA_EMBEDDING_MODE": "http", "CPERSONA_EMBEDDING_URL": fake_embed.url})

@@ -20,17 +20,11 @@ def register(app: MCPServer, engine: Engine) -> None:
     """Add check_update to `app`, bound to `engine`."""
 
     def check_update(
-        refresh: Annotated[StrictBool, Field(description="Start a fresh look at the package index now (in the "
-                                                         "background; call again for the result).")] = False,
-        apply: Annotated[StrictBool, Field(description="Install the newer release this check offers into the "
-                                                       "server's own environment (pip, in the background); "
-                                                       "takes effect after a restart.")] = False,
+        refresh: Annotated[StrictBool, Field(description="Ask the index again (background).")] = False,
+        apply: Annotated[StrictBool, Field(description="Install the offered release (background; restart).")] = False,
     ) -> str:
-        """Is a newer release of this server available, or was the running one withdrawn?
-        Returns {enabled, distribution, running_version, state: newer|yanked|current|unpublished|unknown,
-        latest, notice, source: cache|index, checked_at, checking, last_error?, install?}.
-        Only apply=true changes anything, and only by installing a release of this distribution.
-        """
+        """Is a newer release of this server out, or the running one withdrawn? Returns {state:
+        newer|yanked|current|unknown, latest, notice}. Only apply=true changes anything."""
         return call("check_update", lambda: engine.check_update(refresh, apply))
 
     add_tools(app, ((check_update, CHECK),))

@@ -26,6 +26,7 @@ def check_http_auth(settings: Settings) -> None:
 def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     """Run the MCP server until the client disconnects."""
     from cpersona.mcp.server import build_server
+    from cpersona.mcp.stdio import run_stdio
     from cpersona.service.engine import Engine
 
     if settings.transport != "stdio":
@@ -35,7 +36,7 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
         address = (settings.http_host, settings.http_port)
         app = build_server(engine, settings.log_level, settings.auth_token, address)
         if settings.transport == "stdio":
-            app.run("stdio")
+            run_stdio(app)
         else:
             app.run("streamable-http", host=settings.http_host, port=settings.http_port)
     finally:

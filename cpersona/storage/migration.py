@@ -138,9 +138,11 @@ def _drop_fts_triggers(conn: sqlite3.Connection, fts: bool) -> None:
 
 
 def _fts_out_of_step(conn: sqlite3.Connection) -> bool:
-    """The FTS index may not match its content tables: a table or trigger is missing or
-    different, or a rebuild was left pending."""
-    return bool(_rebuild_pending(conn) or _missing(conn, "table", FTS_TABLES) or _stale_fts_triggers(conn))
+    """The FTS index may not match its content tables: a table or trigger is missing (rows
+    were written without it), or a rebuild was left pending. A trigger whose text merely
+    differs (another release's spelling) kept the index in step: it is only replaced."""
+    missing = _missing(conn, "table", FTS_TABLES) or _missing(conn, "trigger", FTS_TRIGGERS)
+    return bool(_rebuild_pending(conn) or missing)
 
 
 def _bootstrap_fts(conn: sqlite3.Connection, fts: bool) -> None:
@@ -174,7 +176,7 @@ STEPS = (
     Step(5, "deduplicate, then create the dedup unique indexes",
          lambda c, f: bool(_missing(c, "index", UNIQUE_INDEXES)), lambda c, f: _ensure_unique_indexes(c)),
     Step(6, "create the FTS tables and triggers, rebuild a stale index",
-         lambda c, f: f and _fts_out_of_step(c), _bootstrap_fts),
+         lambda c, f: f and (_fts_out_of_step(c) or bool(_stale_fts_triggers(c))), _bootstrap_fts),
     Step(7, "stamp the schema version", lambda c, f: stored_version(c) != SCHEMA_VERSION, _stamp),
 )
 

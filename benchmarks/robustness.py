@@ -41,6 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cpersona.devtools.isolation import visible
+
 import common
 
 AGENTS, PROJECTS, CHANNELS = ("A", "B", ""), ("", "P", "Q"), ("", "c1", "c2")
@@ -195,15 +197,6 @@ def _label(combo: tuple[str, str, str]) -> str:
     return "/".join(part or "~" for part in combo)
 
 
-def _visible(combo, agent: str, project: str | None, channel: str, agent_all: bool = False) -> bool:
-    a, p, c = combo
-    if not agent_all and a != agent:
-        return False
-    if project is not None and p not in (project, ""):
-        return False
-    return not channel or c in (channel, "")
-
-
 def _checked(returned: set[str], expected: set[str], ours: set[str]) -> tuple[int, int, int]:
     """(checks, leaks, misses): every returned row and every expected row is one check; a
     leak is one of our rows returned outside the scope, a miss a visible row not returned."""
@@ -246,12 +239,12 @@ def run_isolation(workdir: Path) -> dict[str, Any]:
             arguments = {"agent_id": agent, "query": TOKEN, "limit": 100, "channel": channel}
             arguments |= {"project_id": project} if project is not None else {}
             rows = {m["content"] for m in wire.tool("recall", arguments).get("messages", [])}
-            seen = [c for c in combos if _visible(c, agent, project, channel)]
+            seen = [c for c in combos if visible(c, agent, project, channel)]
             count({r for r in rows if not r.startswith("[")}, {_memory(c) for c in seen}, memories)
             count({r.removeprefix("[Episode] ") for r in rows if r.startswith("[Episode] ")},
                   {_episode(c) for c in seen}, episodes)
         for agent, project in list_scopes:
-            seen = [c for c in combos if _visible(c, agent, project, "", agent_all=agent == "")]
+            seen = [c for c in combos if visible(c, agent, project, "", agent_all=agent == "")]
             arguments = {"agent_id": agent} | ({"project_id": project} if project is not None else {})
             listed = wire.tool("list_memories", arguments | {"limit": 500}).get("memories", [])
             count({m["content"] for m in listed}, {_memory(c) for c in seen}, memories)

@@ -70,6 +70,9 @@ class Settings(BaseModel):
                          "working directory, else cpersona.db in the per-user data directory; `~` expanded; "
                          "`:memory:` = RAM only).")
     fts_enabled: bool = Field(True, description="Keep the FTS5 trigram indexes; false = LIKE keyword search only.")
+    busy_timeout_ms: int = Field(5000, ge=50, le=600_000,
+                                 description="Milliseconds a write waits for another process's write lock before "
+                                             "the call is answered as busy (error_kind \"busy\", retryable).")
     max_content_length: int = Field(16000, ge=1, le=10_000_000, description="Longest memory / summary, in characters.")
     max_profile_length: int = Field(2000, ge=1, le=1_000_000,
                                     description="Longest profile, in characters (cut beyond).")

@@ -6,6 +6,8 @@
 * `engine_http`  — http embedding mode against `fake_embed`.
 * `run_mcp(scenario, db_path, env)` — spawn `python -m cpersona` over stdio with the
   official `mcp` client, run `await scenario(client)` and return its result.
+* `RawStdio(env, cwd)` — a bare JSON-RPC client over a spawned server's stdio (byte frames,
+  kill -9, a custom command line).
 * `db_counts(path)` / `db_rows(path, sql)` — read the SQLite file directly.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -211,6 +214,64 @@ def run_mcp(
         errlog.seek(0)
         stderr = errlog.read()
     return McpRun(result, stream_errors, stderr)
+
+
+class RawStdio:
+    """A bare JSON-RPC client over the server's stdio, so a test holds the process (kill -9,
+    resource limits through `command`) and can send any bytes as a frame."""
+
+    def __init__(self, env: dict, cwd, command: list[str] | None = None) -> None:
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 — lives as long as the process
+        self.proc = subprocess.Popen(command or [sys.executable, "-m", "cpersona"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.stderr, env=env, cwd=cwd)
+        self.next_id = 0
+
+    def log(self) -> str:
+        """What the server wrote to stderr so far."""
+        self.stderr.seek(0)
+        return self.stderr.read().decode("utf-8", "replace")
+
+    def send_frame(self, raw: bytes) -> None:
+        """Write one line (`raw` + newline) as it is."""
+        self.proc.stdin.write(raw + b"\n")
+        self.proc.stdin.flush()
+
+    def reply(self) -> dict:
+        """The next line the server writes, parsed (a test timeout guards a hang)."""
+        line = self.proc.stdout.readline()
+        assert line, "server closed stdout"
+        return json.loads(line)
+
+    def send(self, method: str, params: dict | None = None, notify: bool = False):
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self.next_id += 1
+            msg["id"] = self.next_id
+        self.send_frame(json.dumps(msg).encode())
+        if notify:
+            return None
+        while True:
+            reply = self.reply()
+            if reply.get("id") == msg["id"]:
+                return reply
+
+    def initialize(self) -> dict:
+        """The MCP handshake; returns the initialize reply."""
+        import mcp_types
+
+        init = self.send("initialize", {"protocolVersion": mcp_types.LATEST_PROTOCOL_VERSION, "capabilities": {},
+                                        "clientInfo": {"name": "raw-test", "version": "0"}})
+        self.send("notifications/initialized", notify=True)
+        return init
+
+    def tool(self, name: str, arguments: dict) -> dict:
+        reply = self.send("tools/call", {"name": name, "arguments": arguments})
+        return json.loads(reply["result"]["content"][0]["text"])
+
+    def close(self) -> int:
+        """Close stdin (the server exits) and return its exit status."""
+        self.proc.stdin.close()
+        return self.proc.wait(30)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

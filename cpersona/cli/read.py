@@ -64,7 +64,8 @@ def stats_command(settings: Settings, args: argparse.Namespace) -> int:
         db.add_column("")
         db.add_row("path", st["path"])
         db.add_row("size", _size(st["size_bytes"]) + (" (incl. -wal)" if st["wal"] else ""))
-        db.add_row("schema", f"v{SCHEMA_VERSION}, FTS5 {'on' if st['fts'] else 'off'}")
+        fts = "on" if st["fts"] else f"unavailable ({st['fts_problem']}): LIKE search" if st["fts_problem"] else "off"
+        db.add_row("schema", f"v{SCHEMA_VERSION}, FTS5 {fts}")
         db.add_row("embedding backend", backend_label(engine.embedder))
         stale = st["awaiting_reembed"]
         db.add_row("stored vectors", "none recorded yet" if st["stored_model"] is None else

@@ -58,6 +58,7 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     the once-per-start update check runs in the background."""
     from cpersona.mcp.security import Security
     from cpersona.mcp.server import build_server
+    from cpersona.mcp.stdio import run_stdio
     from cpersona.service.engine import Engine
 
     security = Security.from_settings(settings)
@@ -69,7 +70,7 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
             _stop_on_interrupt(engine)  # before the startup line: a Ctrl-C right after it is handled
         print(startup_line(settings, engine), file=sys.stderr, flush=True)
         if settings.transport == "stdio":
-            app.run("stdio")
+            run_stdio(app)
         else:  # uvicorn stops on Ctrl-C by itself and returns here
             from cpersona.mcp.http_app import build_http_app, serve_http
 

@@ -1,8 +1,11 @@
 """Degraded-search advisory: tells the agent when recall runs
-without vectors, so a worse answer is never silent.
+without vectors, or without the full-text index, so a worse answer is never silent.
 
 States: unknown → healthy | hint | loading | fault; plus a standing `notice` (vectors of a
-previous model awaiting re-embedding) reported as `reembed` while otherwise healthy.
+previous model awaiting re-embedding) reported as `reembed` while otherwise healthy, and a
+standing `keyword` condition (the full-text index is unusable on this SQLite: keyword
+search is LIKE substring matching) reported next to any of them — one payload whose
+reason, evidence and runbook name every active condition.
 * hint    — embeddings not configured (mode none): static.
 * loading — the bundled model is still loading in the background.
 * fault   — a configured backend failed twice in a row (one blip is forgiven);
@@ -40,13 +43,20 @@ _RUNBOOKS["reembed"] = (
     "server's CPERSONA_* settings (it embeds with the model those select; safe to interrupt and "
     "resume; the server may keep running). Keyword search still covers every memory."
 )
+_RUNBOOKS["keyword"] = (
+    "Tell the user: this SQLite cannot use the full-text index, so keyword recall only finds memories "
+    "containing the query text verbatim, unranked. To restore it, run cpersona with a Python whose SQLite has "
+    "FTS5 with the trigram tokenizer (SQLite 3.34 or newer); the index is rebuilt at the next start. Memories "
+    "are stored normally meanwhile. To silence this notice set CPERSONA_DEGRADED_ADVISORY=false."
+)
 _REASONS = {
     "reembed": "stored vectors come from another embedding model; some rows are keyword-only",
     "hint": "embeddings disabled; keyword/FTS only",
     "loading": "embedding model loading; keyword/FTS only",
     "fault": "embedding backend failing; keyword/FTS only",
+    "keyword": "full-text index unavailable; keyword search is LIKE substring matching",
 }
-_SEVERITY = {"hint": "hint", "loading": "hint", "fault": "fault", "reembed": "hint"}
+_SEVERITY = {"hint": "hint", "loading": "hint", "fault": "fault", "reembed": "hint", "keyword": "fault"}
 
 
 @dataclass
@@ -56,6 +66,7 @@ class AdvisoryState:
     consecutive_failures: int = 0
     emitted: bool = False
     notice: str | None = None
+    keyword: str | None = None
 
 
 class Advisory:
@@ -112,20 +123,34 @@ class Advisory:
                 self._s.notice = evidence
                 self._s.emitted = False
 
+    def set_keyword_problem(self, evidence: str | None) -> None:
+        """The full-text index cannot be used (e.g. no trigram tokenizer in this SQLite);
+        None clears it."""
+        with self._lock:
+            if evidence != self._s.keyword:
+                self._s.keyword = evidence
+                self._s.emitted = False
+
     def payload(self) -> dict | None:
         """The `advisory` object for a recall response, or None when healthy/disabled."""
         with self._lock:
             state = self._s.state
             if state in ("healthy", "unknown") and self._s.notice:
                 state, self._s.evidence = "reembed", self._s.notice
-            if not self.enabled or state not in _REASONS:
+            active = [(state, self._s.evidence)] if state in _REASONS and state != "keyword" else []
+            if self._s.keyword:
+                active.append(("keyword", self._s.keyword))
+            if not self.enabled or not active:
                 return None
             full = not self._s.emitted
             self._s.emitted = True
+            reason = "; ".join(_REASONS[s] for s, _ in active)
+            evidence = "; ".join(e for _, e in active)
             return {
                 "degraded": True,
-                "severity": _SEVERITY[state],
-                "reason": _REASONS[state],
-                "evidence": self._s.evidence,
-                "runbook": _RUNBOOKS[state] if full else f"Still degraded: {_REASONS[state]} ({self._s.evidence}).",
+                "severity": "fault" if any(_SEVERITY[s] == "fault" for s, _ in active) else "hint",
+                "reason": reason,
+                "evidence": evidence,
+                "runbook": "\n\n".join(_RUNBOOKS[s] for s, _ in active) if full
+                else f"Still degraded: {reason} ({evidence}).",
             }

@@ -28,8 +28,9 @@ Retry semantics (CPERSONA_TASK_RETRY_DELAY, CPERSONA_TASK_MAX_RETRIES)
     attempts it is marked failed with its last error.
   * Malformed payload / unsupported type: can never succeed → failed at once with the reason.
   * While persistence is paused the worker runs nothing; tasks wait (none is dropped).
-  * Any unexpected error in a pass is logged with its traceback, kept in `last_error`, and
-    the worker tries again after the retry delay: it never dies.
+  * Any unexpected error in a pass is logged with its traceback (a named storage condition —
+    busy, disk full — is logged once by storage/ instead), kept in `last_error`, and the
+    worker tries again after the retry delay: it never dies.
 """
 
 from __future__ import annotations
@@ -40,13 +41,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from cpersona.config import Settings
-from cpersona.embedding.base import Embedder
-from cpersona.errors import EmbeddingError, EmbeddingNotReady
+from cpersona.errors import EmbeddingError, EmbeddingNotReady, StorageUnavailable
+from cpersona.jobs.ports import Embeddings, IndexWriter
 from cpersona.jobs.queued import Task, Work
 from cpersona.policy.pause import Pause
 from cpersona.storage import Database, Session
@@ -64,23 +65,6 @@ LOADING_POLL = 0.2
 #: sharing the file cannot wake this one (e.g. rows that process could not embed because
 #: this process owns the recorded model).
 IDLE_POLL = 30.0
-class Embeddings(Protocol):
-    """What the queue needs of the embedding side (`embedding.gateway.EmbeddingGateway`)."""
-
-    embedder: Embedder | None
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        """Vectors, or raise EmbeddingNotReady / EmbeddingError."""
-
-    def vector_for_write(self, session: Session, vec: np.ndarray | None) -> np.ndarray | None:
-        """`vec` if the database still records this backend's model, else None."""
-
-
-class IndexWriter(Protocol):
-    """Where a freshly written vector goes after COMMIT (`index.resident.ResidentIndexes`)."""
-
-    def add(self, table: str, ref: RowRef, vec: np.ndarray) -> None:
-        """Put the vector of `ref` into the resident index."""
 
 
 class _Paused(Exception):
@@ -197,11 +181,10 @@ class TaskQueue:
                 wait = self.run_once()
             except _Paused:
                 wait = 0  # the loop head sees the pause
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 — reported by _failed; the worker never dies
                 if self._stop.is_set():
                     break
-                log.exception("task queue pass failed")
-                self.last_error = f"{type(err).__name__}: {err}"
+                self._failed("task queue pass failed", err)
                 self._set("error", self.last_error)
                 wait = self.delay
             if wait == 0:
@@ -215,11 +198,16 @@ class TaskQueue:
             self.enqueue_missing()
         except _Paused:
             return False
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 — reported by _failed; the worker never dies
             if not self._stop.is_set():
-                log.exception("task queue: enqueueing rows without vectors failed")
-                self.last_error = f"{type(err).__name__}: {err}"
+                self._failed("task queue: enqueueing rows without vectors failed", err)
         return True
+
+    def _failed(self, what: str, err: Exception) -> None:
+        """Record a failed pass; log it with its traceback unless storage/ names it (once)."""
+        if not isinstance(err, StorageUnavailable):
+            log.exception(what)
+        self.last_error = f"{type(err).__name__}: {err}"
 
     @contextmanager
     def _write(self) -> Iterator[Session]:

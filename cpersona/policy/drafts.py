@@ -10,13 +10,14 @@ length) so nothing is lost silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from cpersona.errors import InvalidArgument
 from cpersona.policy import validate
 from cpersona.storage.records import EpisodeDraft, MemoryDraft
 from cpersona.util.text import normalize_source, sanitize
-from cpersona.util.time import utc_now_iso
+from cpersona.util.time import parse_ts, utc_now_iso
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,12 @@ def _history_times(history: Any) -> tuple[str | None, str | None]:
             raise InvalidArgument(f"history[{i}]", "must be an object")
         if item.get("timestamp") not in (None, ""):
             stamps.append(validate.timestamp(f"history[{i}].timestamp", item["timestamp"]))
-    return (min(stamps), max(stamps)) if stamps else (None, None)
+    return (min(stamps, key=_instant), max(stamps, key=_instant)) if stamps else (None, None)
+
+
+def _instant(stamp: str) -> datetime:
+    """The UTC instant of a validated timestamp (offsets differ, so text order is not time order)."""
+    return parse_ts(stamp) or datetime.min.replace(tzinfo=UTC)
 
 
 def prepare_episode(

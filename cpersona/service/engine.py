@@ -69,7 +69,7 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
                  start_background: bool = True) -> None:
         self.settings = settings
         backend = build_embedder(settings) if embedder is _UNSET else embedder
-        self.db = Database(settings.db_path, settings.fts_enabled)
+        self.db = Database(settings.db_path, settings.fts_enabled, settings.busy_timeout_ms)
         self.pause = Pause()
         self.gateway = EmbeddingGateway(backend, self.db, Advisory(settings.degraded_advisory),  # type: ignore[arg-type]
                                         QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl))
@@ -77,6 +77,8 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         self.queue = TaskQueue(settings, self.db, self.pause, self.gateway, self.resident, self.refresh_if_changed)
         self.gateway.on_recovered = self.queue.wake  # rows queued while the backend was away can be embedded now
         self.gateway.on_identity = self.resident.invalidate
+        if self.db.fts_problem:  # the full-text index is unusable here: every recall says so
+            self.gateway.advisory.set_keyword_problem(f"SQLite {self.db.sqlite_version}: {self.db.fts_problem}")
         self.operating_context = OperatingContext.from_settings(settings)
         self.calibration = Calibration(settings, self.db, self.gateway, _IndexAccess(self), self.pause)
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")

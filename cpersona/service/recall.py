@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from cpersona.errors import StorageUnavailable
 from cpersona.policy import validate
 from cpersona.retrieval import context as conversation
 from cpersona.retrieval import preview
@@ -141,6 +142,8 @@ class RecallService(ServiceBase):
             try:
                 with self.db.write() as s:
                     s.memories.bump_recalled(ids)
+            except StorageUnavailable:
+                pass  # a missed bump must not fail the recall; storage/ logs the condition once
             except Exception as err:  # noqa: BLE001 — a missed bump must not fail the recall; it is logged
                 log.warning("recall_count bump failed: %s", err)
 

@@ -7,25 +7,41 @@ so in-memory mirrors of the data (the resident vector index) see writes in commi
 nothing registered runs on rollback. Reads use a per-thread connection in autocommit mode;
 WAL gives each statement a consistent snapshot and never shows another connection's
 uncommitted rows (https://www.sqlite.org/wal.html).
+
+An environmental failure inside `read()` / `write()` (busy past the busy timeout, disk full,
+I/O error, corrupt file) is raised as `StorageUnavailable` naming it (storage/failures.py);
+the server keeps running and recovers by itself once the cause is gone.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import sqlite3
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from cpersona.errors import StorageError
-from cpersona.storage import schema
+from cpersona.storage import migration
+from cpersona.storage.failures import Conditions, condition_of
 from cpersona.storage.session import Session
 
 log = logging.getLogger(__name__)
 
+#: Default of CPERSONA_BUSY_TIMEOUT_MS (the original's busy_timeout).
 BUSY_TIMEOUT_MS = 5000
+#: How long opening a file waits for another process that is migrating it (a large file's
+#: FTS rebuild takes seconds to minutes), retrying every busy timeout, before giving up.
+MIGRATION_WAIT_S = 300.0
+#: A chunked maintenance write (`write_in_chunks`) holds the write lock about this long per
+#: transaction; its first transaction does CHUNK_FIRST_SIZE units of work, later ones adapt.
+CHUNK_TARGET_S = 0.05
+CHUNK_FIRST_SIZE = 200
+CHUNK_MAX_SIZE = 20_000
 _VOCAB_TABLES = ("memories_fts", "episodes_fts")
 
 
@@ -36,13 +52,23 @@ class Database:
         path: file path (`~` expanded); parent folders are created. ":memory:" keeps
             everything in RAM (reads then share the write connection).
         fts_enabled: create/maintain the FTS5 tables (CPERSONA_FTS_ENABLED).
+        busy_timeout_ms: how long a statement waits for another connection's lock before
+            it fails as busy (CPERSONA_BUSY_TIMEOUT_MS; https://www.sqlite.org/pragma.html#pragma_busy_timeout).
+
+    Attributes:
+        fts_enabled: the FTS5 index is maintained and searched.
+        fts_problem: why FTS is off although enabled ('' when it is usable or disabled),
+            e.g. "memories_fts: no such tokenizer: trigram" on an SQLite without it: keyword
+            search then uses LIKE and writes work (the FTS triggers are dropped).
+        conditions: the failure conditions currently affecting the file.
 
     Raises:
         SchemaTooNew: the file's schema version is newer than this code (file untouched).
-        StorageError: the file cannot be opened as a SQLite database.
+        StorageError: the file cannot be opened as a SQLite database (StorageUnavailable
+            when a named condition is the cause: busy past MIGRATION_WAIT_S, disk full, …).
     """
 
-    def __init__(self, path: str, fts_enabled: bool = True) -> None:
+    def __init__(self, path: str, fts_enabled: bool = True, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.memory = path == ":memory:"
         path = path if self.memory else os.path.expanduser(path)
         self.path = path
@@ -53,28 +79,72 @@ class Database:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
+        self.sqlite_version = sqlite3.sqlite_version
+        self.busy_timeout_ms = busy_timeout_ms
+        self.conditions = Conditions(path, busy_timeout_ms)
         try:
             self._writer = self._connect()
         except sqlite3.Error as err:
-            raise StorageError(f"{path}: {err}") from err
+            raise self._open_failure(err) from err
         try:
-            schema.check_not_newer(self._writer, path)
+            migration.check_not_newer(self._writer, path)
             if not self.memory:
-                self._writer.execute("PRAGMA journal_mode=WAL")
+                self._waiting(lambda: self._writer.execute("PRAGMA journal_mode=WAL"))
                 self._writer.execute("PRAGMA synchronous=NORMAL")
-            schema.migrate(self._writer, fts_enabled)
+            self.fts_problem = migration.fts_problem(self._writer) if fts_enabled else ""
+            migration.migrate(self._writer, fts_enabled and not self.fts_problem, path,
+                              begin=lambda conn: self._waiting(lambda: conn.execute("BEGIN EXCLUSIVE")))
         except sqlite3.Error as err:
             self._writer.close()
-            raise StorageError(f"{path}: {err}") from err
+            raise self._open_failure(err) from err
         except BaseException:
             self._writer.close()
             raise
-        self.fts_enabled = fts_enabled and schema.has_fts(self._writer)
+        self.fts_enabled = fts_enabled and not self.fts_problem and migration.has_fts(self._writer)
+        if self.fts_problem:
+            log.warning("full-text search is unavailable with this SQLite %s (%s): keyword search uses LIKE "
+                        "substring matching; stores and recalls work. Use a Python whose SQLite has FTS5 with "
+                        "the trigram tokenizer (SQLite >= 3.34) to restore it", self.sqlite_version,
+                        self.fts_problem)
         self._install_vocab(self._writer)
 
+    def _open_failure(self, err: sqlite3.Error) -> StorageError:
+        failure = self.conditions.translate(err, logged=False)  # the caller reports it (one line)
+        return failure if isinstance(failure, StorageError) else StorageError(f"{self.path}: {err}")
+
+    def _waiting(self, statement: Callable[[], object]) -> None:
+        """Run `statement`, retrying while another process holds the lock (it is migrating
+        the file), for up to MIGRATION_WAIT_S; each try waits the busy timeout."""
+        deadline = time.monotonic() + MIGRATION_WAIT_S
+        told = False
+        while True:
+            try:
+                statement()
+                return
+            except sqlite3.OperationalError as err:
+                condition = condition_of(err)
+                if condition is None or condition.kind != "busy" or time.monotonic() > deadline:
+                    raise
+                if not told:
+                    log.info("%s: waiting for another process to finish upgrading the database", self.path)
+                    told = True
+                time.sleep(0.05)  # SQLite may refuse at once (no busy wait) to avoid a deadlock
+
+    @contextmanager
+    def _named(self) -> Iterator[None]:
+        """Raise an environmental SQLite failure as the StorageUnavailable naming it."""
+        try:
+            yield
+        except sqlite3.Error as err:
+            failure = self.conditions.translate(err)
+            if failure is err:
+                raise
+            raise failure from err
+
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        timeout = self.busy_timeout_ms
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout / 1000)
+        conn.execute(f"PRAGMA busy_timeout={timeout}")
         return conn
 
     def _install_vocab(self, conn: sqlite3.Connection) -> None:
@@ -91,20 +161,50 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Session]:
         """One IMMEDIATE write transaction; commit on success, roll back on any exception.
-        Callbacks registered with `session.after(fn)` run after COMMIT, in commit order."""
+        Callbacks registered with `session.after(fn)` run after COMMIT, in commit order.
+
+        Raises StorageUnavailable (nothing written) when the lock is not granted within
+        the busy timeout ("busy") or the file cannot take the write (disk full, I/O, …)."""
         with self._commit_order:
-            with self._lock:
+            with self._lock, self._named():
                 conn = self._writer
                 session = self._session(conn)
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield session
+                    conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    _rollback(conn)
                     raise
-                conn.execute("COMMIT")
+            self.conditions.write_succeeded()
             for change in session.pending_after():
                 change()
+
+    def write_in_chunks(self, step: Callable[[Session, int], bool]) -> int:
+        """Run `step(session, size)` in successive write transactions until it returns True;
+        returns the number of transactions. For maintenance writes too long for one
+        transaction: a step does at most `size` units of work (e.g. rows), and `size` is
+        adapted after every step so a transaction holds the write lock for about
+        CHUNK_TARGET_S, whatever a unit costs (a long memory's FTS postings cost far more
+        than a short one's).
+
+        Between two steps the lock is left free for as long as the last step held it,
+        times a random factor in [0.5, 1.5): about half of the time, at random phases, so a
+        waiting writer — a thread of this process, or another process whose SQLite busy
+        handler polls the lock every 1 to 100 ms (https://www.sqlite.org/c3ref/busy_timeout.html)
+        — gets it within a few polls instead of waiting out its busy timeout. A failing step
+        raises; the steps before it stay committed."""
+        rounds, size = 0, CHUNK_FIRST_SIZE
+        while True:
+            rounds += 1
+            started = time.monotonic()
+            with self.write() as session:
+                done = step(session, size)
+            if done:
+                return rounds
+            held = max(time.monotonic() - started, 1e-4)
+            size = max(1, min(CHUNK_MAX_SIZE, int(size * CHUNK_TARGET_S / held)))
+            time.sleep(held * random.uniform(0.5, 1.5))
 
     def reader(self) -> sqlite3.Connection:
         """The calling thread's read connection (autocommit; never holds a transaction)."""
@@ -122,23 +222,25 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        """A session for reading; ":memory:" reads are serialised with writes."""
-        if self.memory:
-            with self._lock:
-                yield self._session(self._writer)
-        else:
-            yield self._session(self.reader())
+        """A session for reading; ":memory:" reads are serialised with writes. Raises
+        StorageUnavailable for an environmental failure (e.g. a corrupt page)."""
+        with self._named():
+            if self.memory:
+                with self._lock:
+                    yield self._session(self._writer)
+            else:
+                yield self._session(self.reader())
 
     def data_version(self) -> int:
         """PRAGMA data_version of the write connection: changes only when ANOTHER
         connection (another process, or a reader) committed since the last call."""
-        with self._lock:
+        with self._lock, self._named():
             return self._writer.execute("PRAGMA data_version").fetchone()[0]
 
     def change_stamp(self) -> tuple[int, int]:
         """Changes by this process's writer and by any other connection; equal stamps mean
         the file's rows are unchanged (used to cache derived counts)."""
-        with self._lock:
+        with self._lock, self._named():
             return self._writer.total_changes, self._writer.execute("PRAGMA data_version").fetchone()[0]
 
     def close(self) -> None:
@@ -150,3 +252,14 @@ class Database:
             for conn in self._readers:
                 conn.close()
             self._writer.close()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back what is open. SQLite may already have rolled back by itself (after a full
+    disk or an I/O error), so a missing transaction is not an error."""
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as err:
+        log.warning("rollback failed: %s", err)

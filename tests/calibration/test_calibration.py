@@ -12,6 +12,8 @@ import pytest
 from cpersona.calibration import fused, precision, sidecar, stats
 from cpersona.calibration import state as cal_state
 from cpersona.errors import InvalidArgument
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import db_rows, wait_until
 from quality_helpers import contents, make, recall, session_corpus, store_rows
@@ -228,6 +230,41 @@ def test_wrong_shape_sidecar_is_corrupt_too(calibrated, factory):
     eng.close()
     sidecar_path(eng).write_text(json.dumps({"agent_thresholds": {"a": "high"}}))
     assert "not a finite number" in recall(factory(), "nebula")["gate"]["reason"]
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("agent_thresholds", 1e308), ("agent_thresholds", -5), ("global_threshold", 1e308),
+    ("agent_fused_gates", 1e308), ("agent_fused_gates", -5), ("global_fused_gate", -5), ("agent_betas", -5),
+])
+def test_impossible_numbers_make_the_sidecar_corrupt_instead_of_disabling_search(calibrated, factory, key, value):
+    eng, _ = calibrated
+    eng.close()
+    data = json.loads(sidecar_path(eng).read_text())
+    data[key] = {"a": value} if key.startswith("agent_") else value
+    sidecar_path(eng).write_text(json.dumps(data))
+    again = factory()
+    gate = again.calibration.gate_for("a")
+    assert gate.cosine_min is None and gate.fused_gate is None  # the heuristic gate, as for an unreadable file
+    out = recall(again, "telescope nebula")
+    assert out["messages"], "vector search must not be switched off by an impossible threshold"
+    assert out["gate"]["state"] == "heuristic" and "unreadable" in out["gate"]["reason"]
+    assert "outside" in out["gate"]["reason"]
+    assert again.get_recall_precision("a")["calibration"]["sidecar"] == "corrupt"
+
+
+_NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6))
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(["agent_thresholds", "global_threshold", "agent_fused_gates", "global_fused_gate",
+                            "agent_betas"]),
+       signal=st.sampled_from(sorted(sidecar.SIGNAL_RANGES)), value=_NUMBER)
+def test_a_sidecar_number_is_accepted_exactly_when_it_is_within_its_range(key, signal, value):
+    data = {"fused_gate_signal": signal, key: {"a": value} if key.startswith("agent_") else value}
+    lo, hi = {"agent_thresholds": sidecar.THRESHOLD_RANGE, "global_threshold": sidecar.THRESHOLD_RANGE,
+              "agent_betas": sidecar.BETA_RANGE}.get(key, sidecar.SIGNAL_RANGES[signal])
+    within = math.isfinite(value) and lo <= value <= hi
+    assert (sidecar.validate(data) == "") is within, (data, sidecar.validate(data))
 
 
 def test_lost_sidecar_is_recognised_and_reported(calibrated, factory):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from cpersona.devtools.isolation import visible
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.storage.scope import Scope
 
@@ -29,16 +30,6 @@ def mem_text(combo) -> str:
 
 def ep_text(combo) -> str:
     return f"{TOKEN} episode {label(*combo)}"
-
-
-def visible(combo, agent, project, channel, agent_all=False) -> bool:
-    """The read rule of the isolation axes, written independently of the code."""
-    a, p, c = combo
-    if not agent_all and a != agent:
-        return False
-    if project is not None and p not in (project, ""):
-        return False
-    return not channel or c in (channel, "")
 
 
 def _populate(engine):

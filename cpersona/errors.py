@@ -37,6 +37,14 @@ class StorageError(CPersonaError, RuntimeError):
     """The database file cannot be opened or used (not SQLite, unreadable, locked away)."""
 
 
+class DatabaseDamaged(StorageError):
+    """The database file is damaged: a corrupt page, or not a SQLite database at all."""
+
+
+class DatabaseBusy(StorageError):
+    """Another connection (usually another process) kept the write lock past the busy timeout."""
+
+
 class SchemaTooNew(StorageError):
     """The database was written by a newer cpersona; opening it would risk the data."""
 

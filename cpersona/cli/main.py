@@ -4,6 +4,7 @@ flags and --help (`add_parser`) and runs with the resolved settings.
     cpersona [serve]         serve MCP (stdio by default; CPERSONA_TRANSPORT=streamable-http)
     cpersona embed-server    HTTP /embed server with the bundled model (own flags)
     cpersona reembed         re-embed stored rows after an embedding-model change
+    cpersona checkup         check (and with --fix repair) a database file; exit 2 = critical
     cpersona stats | list | recall "query" | store "text"   for people (tables)
 
 Exit codes: 0 success, 1 the command could not do what was asked, 2 bad configuration or
@@ -17,12 +18,12 @@ import logging
 import sys
 
 from cpersona import __version__
-from cpersona.cli import human, reembed, serve
+from cpersona.cli import checkup, human, reembed, serve
 from cpersona.config import Settings
 from cpersona.errors import ConfigError, StorageError
 
 #: Subcommand modules, each with `add_parser(subparsers)` setting `func(settings, args) -> int`.
-COMMANDS = (serve, reembed, human)
+COMMANDS = (serve, reembed, human, checkup)
 EMBED_SERVER = "embed-server"
 
 

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Literal, cast
 from mcp.server.mcpserver import MCPServer
 
 from cpersona import __version__
-from cpersona.mcp.tools import manage, memory, quality
+from cpersona.mcp import liveness
+from cpersona.mcp.tools import health, manage, memory, quality
 from cpersona.service.engine import Engine
 
 if TYPE_CHECKING:  # http_auth is imported only when a token is configured
@@ -25,7 +26,7 @@ INSTRUCTIONS = (
 )
 
 #: Tool groups, each a module with `register(app, engine)`.
-TOOL_MODULES = (manage, memory, quality)
+TOOL_MODULES = (manage, memory, quality, health)
 
 
 def _start_after_handshake(engine: Engine):
@@ -62,4 +63,5 @@ def build_server(engine: Engine, log_level: str = "WARNING", auth_token: str = "
     )
     for module in TOOL_MODULES:
         module.register(app, engine)
+    liveness.register(app)
     return app

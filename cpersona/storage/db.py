@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from cpersona.errors import StorageError
+from cpersona.errors import DatabaseBusy, DatabaseDamaged, StorageError
 from cpersona.storage import schema
+from cpersona.storage.integrity import is_damage
 from cpersona.storage.session import Session
 
 log = logging.getLogger(__name__)
@@ -36,16 +37,24 @@ class Database:
         path: file path (`~` expanded); parent folders are created. ":memory:" keeps
             everything in RAM (reads then share the write connection).
         fts_enabled: create/maintain the FTS5 tables (CPERSONA_FTS_ENABLED).
+        read_only: open an EXISTING file as it is — no folder or file created, no migration,
+            no journal-mode change, every connection query-only; `write()` raises
+            StorageError. For inspecting a file (`cpersona checkup`) or serving a damaged one.
 
     Raises:
         SchemaTooNew: the file's schema version is newer than this code (file untouched).
+        DatabaseDamaged: the file is damaged (a corrupt page, or not a database at all).
         StorageError: the file cannot be opened as a SQLite database.
     """
 
-    def __init__(self, path: str, fts_enabled: bool = True) -> None:
+    def __init__(self, path: str, fts_enabled: bool = True, read_only: bool = False) -> None:
         self.memory = path == ":memory:"
         path = path if self.memory else os.path.expanduser(path)
         self.path = path
+        self.read_only = read_only
+        if read_only:
+            self._init_read_only(fts_enabled)
+            return
         if not self.memory:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
@@ -65,6 +74,8 @@ class Database:
             schema.migrate(self._writer, fts_enabled)
         except sqlite3.Error as err:
             self._writer.close()
+            if is_damage(err):
+                raise DatabaseDamaged(f"{path} is damaged: {err}") from err
             raise StorageError(f"{path}: {err}") from err
         except BaseException:
             self._writer.close()
@@ -72,8 +83,36 @@ class Database:
         self.fts_enabled = fts_enabled and schema.has_fts(self._writer)
         self._install_vocab(self._writer)
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    def _init_read_only(self, fts_enabled: bool) -> None:
+        self._lock = threading.RLock()
+        self._commit_order = threading.RLock()
+        self._local = threading.local()
+        self._readers = []
+        self._closed = False
+        if self.memory or not os.path.isfile(self.path):
+            raise StorageError(f"{self.path}: no such database file")
+        try:
+            self._writer = self._connect()
+            self.fts_enabled = fts_enabled and schema.has_fts(self._writer)
+        except sqlite3.Error as err:
+            raise (DatabaseDamaged(f"{self.path} is damaged: {err}") if is_damage(err)
+                   else StorageError(f"{self.path}: {err}")) from err
+        try:
+            self._install_vocab(self._writer)
+        except sqlite3.Error as err:  # keyword search still works without the pruning tables
+            log.warning("%s: FTS vocabulary tables unavailable: %s", self.path, err)
+        self._writer.execute("PRAGMA query_only=1")
+
+    def _connect(self, mode: str | None = None) -> sqlite3.Connection:
+        """A connection with the busy timeout; `mode` ("ro" / "rw") opens an existing file
+        only (SQLite URI, https://www.sqlite.org/uri.html), default: read-write-create
+        (or "ro" for a read-only Database)."""
+        mode = mode or ("ro" if self.read_only else None)
+        target, uri = self.path, False
+        if mode is not None and not self.memory:
+            target, uri = f"{Path(self.path).resolve().as_uri()}?mode={mode}", True
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000,
+                               uri=uri)
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         return conn
 
@@ -91,12 +130,21 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Session]:
         """One IMMEDIATE write transaction; commit on success, roll back on any exception.
-        Callbacks registered with `session.after(fn)` run after COMMIT, in commit order."""
+        Callbacks registered with `session.after(fn)` run after COMMIT, in commit order.
+        Raises StorageError on a read-only Database."""
+        if self.read_only:
+            raise StorageError(f"{self.path} is open read-only; nothing can be written")
         with self._commit_order:
             with self._lock:
                 conn = self._writer
                 session = self._session(conn)
-                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as err:
+                    if getattr(err, "sqlite_errorname", "").startswith("SQLITE_BUSY"):
+                        raise DatabaseBusy(f"{self.path}: another connection held the write lock for more than "
+                                           f"{BUSY_TIMEOUT_MS / 1000:g} s") from err
+                    raise
                 try:
                     yield session
                 except BaseException:
@@ -105,6 +153,13 @@ class Database:
                 conn.execute("COMMIT")
             for change in session.pending_after():
                 change()
+
+    @contextmanager
+    def commits_settled(self) -> Iterator[None]:
+        """Hold this process's writers off: inside, every transaction it committed has run
+        its after-commit callbacks (so in-memory mirrors agree with the file)."""
+        with self._commit_order:
+            yield
 
     def reader(self) -> sqlite3.Connection:
         """The calling thread's read connection (autocommit; never holds a transaction)."""
@@ -128,6 +183,35 @@ class Database:
                 yield self._session(self._writer)
         else:
             yield self._session(self.reader())
+
+    @contextmanager
+    def scratch(self) -> Iterator[Session]:
+        """A session whose transaction is ALWAYS rolled back, on a private read-write
+        connection (never the shared writer, so this process's writers are not held up).
+        For statements SQLite runs as writes although they change nothing, such as the
+        FTS5 'integrity-check' command. Waits up to the busy timeout for the file's write
+        lock. Raises StorageError when the file cannot be opened for writing."""
+        if self.memory:
+            with self._lock:
+                self._writer.execute("SAVEPOINT scratch")
+                try:
+                    yield self._session(self._writer)
+                finally:
+                    self._writer.execute("ROLLBACK TO scratch")
+                    self._writer.execute("RELEASE scratch")
+            return
+        try:
+            conn = self._connect("rw")
+        except sqlite3.Error as err:
+            raise StorageError(f"{self.path} cannot be opened for writing: {err}") from err
+        try:
+            conn.execute("BEGIN")
+            try:
+                yield self._session(conn)
+            finally:
+                conn.execute("ROLLBACK")
+        finally:
+            conn.close()
 
     def data_version(self) -> int:
         """PRAGMA data_version of the write connection: changes only when ANOTHER

@@ -1,0 +1,44 @@
+"""MCP tools of store health: check_health (integrity checks, optional repairs) and
+deep_check (per-agent content inspections). Both are reports unless `fix` is true."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+from pydantic import Field, StrictBool, StrictStr
+
+from cpersona.mcp.registry import add_tools
+from cpersona.mcp.results import call
+from cpersona.service.engine import Engine
+
+#: Reads, and writes only when `fix` is true (repairs are idempotent).
+CHECK = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+Fix = Annotated[StrictBool, Field(description="Repair what can be repaired (locked memories are never changed). "
+                                              "Default false: report only.")]
+
+
+def register(app: MCPServer, engine: Engine) -> None:
+    """Add check_health and deep_check to `app`, bound to `engine`."""
+
+    def check_health(
+        agent_id: Annotated[StrictStr, Field(description="Only this agent's rows; '' (default) = whole store.")] = "",
+        fix: Fix = False,
+        checks: Annotated[list[StrictStr], Field(max_length=100, description="Check names to run; [] = all.")] = [],  # noqa: B006 — published default, never mutated
+    ) -> str:
+        """Integrity checks of the memory store (damaged file or FTS index, schema drift, bad vectors, bad
+        JSON or timestamps, duplicates, queue, calibration…), with repairs when fix=true. Returns {status:
+        healthy|degraded|unhealthy, severity_summary, issues: [{type, severity, check, …}], skipped, stats}."""
+        return call("check_health", lambda: engine.check_health(agent_id, fix, checks))
+
+    def deep_check(
+        agent_id: Annotated[StrictStr, Field(description="The agent to inspect (exact id).")],
+        fix: Fix = False,
+        checks: Annotated[list[StrictStr], Field(max_length=20, description="Deep check names; [] = all.")] = [],  # noqa: B006 — published default, never mutated
+    ) -> str:
+        """Per-agent content inspection: unattributed sources, very short rows, stale profile, episodes
+        without memories, calibration age, near-duplicate pairs. Returns {agent_id, results: {check: {…}}}."""
+        return call("deep_check", lambda: engine.deep_check(agent_id, fix, checks))
+
+    add_tools(app, ((check_health, CHECK), (deep_check, CHECK)))

@@ -10,10 +10,11 @@
 
 An issue is a plain dict: `type`, `severity`, `check`, then the check's own fields. A check
 with a fix declares `repairable`: the rows or objects THIS run's fix would write (None =
-unknown). `repairable == 0` means a person must look (`needs_human_review`), and a warn
-becomes info (nothing automatic can be done, so it does not degrade the status); critical
-is never lowered. An issue marked `expected` (e.g. rows without vectors when no embedding
-backend is configured) is a fact of the configuration, not a case for review.
+unknown); an issue its check's fix never handles says `fixable: False` instead.
+`repairable == 0` means a person must look (`needs_human_review`), and a warn becomes info
+(nothing automatic can be done, so it does not degrade the status); critical is never
+lowered. An issue marked `expected` (e.g. rows without vectors when no embedding backend
+is configured) is a fact of the configuration, not a case for review.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def finish(check: Check, issue: Issue) -> Issue:
     """Apply the severity policy to one issue of `check` (see the module docstring)."""
     out = {"type": issue.get("type") or check.issue_type, "severity": issue.get("severity") or check.severity,
            "check": check.name, **{k: v for k, v in issue.items() if k not in ("type", "severity", "check")}}
-    if check.fix is None or out["type"] == "check_crashed":
+    if check.fix is None or out["type"] == "check_crashed" or out.pop("fixable", True) is False:
         return out
     if "repairable" not in out:
         out["repairable_undeclared"] = True

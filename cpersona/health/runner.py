@@ -65,15 +65,19 @@ def run_check(check: Check, ctx: Context) -> Outcome:
         return Outcome([crashed(check, err)])
 
 
+def _fixable(issue: Issue) -> bool:
+    return issue.get("type") != "check_crashed" and issue.get("fixable") is not False and issue.get("repairable") != 0
+
+
 def _repairable(outcome: Outcome) -> bool:
-    return any(i.get("type") != "check_crashed" and i.get("repairable") != 0 for i in outcome.issues)
+    return any(_fixable(i) for i in outcome.issues)
 
 
 def repair(check: Check, ctx: Context) -> Outcome:
     """Detect again and fix each repairable issue (inside the caller's transaction)."""
     outcome = run_check(check, ctx)
     for issue in outcome.issues:
-        if check.fix is None or issue.get("type") == "check_crashed" or issue.get("repairable") == 0:
+        if check.fix is None or not _fixable(issue):
             continue
         try:
             with ctx.s.savepoint():

@@ -54,7 +54,7 @@ def detect_fts(ctx: Context) -> list[Issue]:
     out: list[Issue] = []
     missing = [t for t in _fts_tables(ctx) if not ctx.s.integrity.has_table(t)]
     if missing:
-        out.append({"type": "fts_unavailable", "severity": "warn", "tables": missing, "repairable": 0,
+        out.append({"type": "fts_unavailable", "severity": "warn", "tables": missing, "fixable": False,
                     "reason": "the FTS5 tables are missing: keyword search falls back to LIKE",
                     "hint": "open the file with a cpersona whose SQLite has FTS5 (it creates and fills them)"})
     with ctx.fts_session() as s:
@@ -65,8 +65,6 @@ def detect_fts(ctx: Context) -> list[Issue]:
 
 
 def fix_fts(ctx: Context, issue: Issue) -> dict[str, Any]:
-    if issue.get("type") == "fts_unavailable":
-        return {}
     table = issue["table"]
     error = ctx.s.integrity.fts_rebuild(table)
     if error:

@@ -44,10 +44,17 @@ def probe(env: HealthEnv) -> Probe:
 
 def expected_dim(ctx: Context) -> int | None:
     """The dimension stored vectors must have: the database's recorded identity, else the
-    backend's live answer, else None (unknown)."""
-    if ctx.state.model is not None and ctx.state.dim:
-        return int(ctx.state.dim)
-    return ctx.probe.dim if ctx.probe.status == "ok" else None
+    backend's live answer, else None (unknown: only lengths no float32 vector can have are
+    wrong). Raises NotApplicable when the backend contradicts the record (which one is
+    right is for a person to decide; `embedding_backend` reports it) — a wrong record must
+    never make a repair drop every vector."""
+    state, p = ctx.state, ctx.probe
+    if state.model is not None and state.dim:
+        if p.status == "ok" and (p.model, p.dim) != (state.model, state.dim):
+            raise NotApplicable(f"the backend ({p.model}, {p.dim}-d) and the recorded identity ({state.model}, "
+                                f"{state.dim}-d) disagree; see embedding_backend")
+        return int(state.dim)
+    return p.dim if p.status == "ok" else None
 
 
 # --------------------------------------------------------------- dimension

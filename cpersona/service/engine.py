@@ -57,9 +57,10 @@ def open_database(settings: Settings) -> tuple[Database, str]:
     try:
         return Database(settings.db_path, settings.fts_enabled), ""
     except DatabaseDamaged as err:
+        db = Database(settings.db_path, settings.fts_enabled, read_only=True)  # raises when nothing is readable
         log.error("%s. Serving it READ-ONLY: nothing will be written. Keep a copy of the file (with its -wal), "
                   "then run `cpersona checkup` and restore a backup or rebuild from an export", err)
-        return Database(settings.db_path, settings.fts_enabled, read_only=True), str(err)
+        return db, str(err)
 
 
 class Engine(WriteService, RecallService, ListingService, AdminService, QualityService, HealthService):

@@ -93,8 +93,12 @@ class Database:
             raise StorageError(f"{self.path}: no such database file")
         try:
             self._writer = self._connect()
+        except sqlite3.Error as err:
+            raise StorageError(f"{self.path}: {err}") from err
+        try:
             self.fts_enabled = fts_enabled and schema.has_fts(self._writer)
         except sqlite3.Error as err:
+            self._writer.close()
             raise (DatabaseDamaged(f"{self.path} is damaged: {err}") if is_damage(err)
                    else StorageError(f"{self.path}: {err}")) from err
         try:

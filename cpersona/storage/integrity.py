@@ -13,6 +13,8 @@ import sqlite3
 
 from cpersona.storage import schema
 
+#: Shadow tables of an external-content FTS5 table (https://www.sqlite.org/fts5.html).
+_SHADOWS = ("data", "idx", "config", "docsize")
 #: Object kinds whose DDL is compared.
 KINDS = ("index", "trigger")
 #: SQLite result codes meaning "this file is not a sound database" (https://www.sqlite.org/rescode.html).
@@ -68,6 +70,9 @@ class IntegrityRepo:
         """'' when the FTS5 table `fts` is sound and agrees with its content table, else
         the error. The content-aware check runs first; the structural check is the
         fallback when this SQLite does not accept the content-aware form."""
+        missing = [f"{fts}_{part}" for part in _SHADOWS if not self.has_table(f"{fts}_{part}")]
+        if missing:
+            return f"shadow table(s) missing: {', '.join(missing)}"
         try:
             self.conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
             return ""

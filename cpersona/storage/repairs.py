@@ -23,9 +23,10 @@ UTC_FORM = "({col} GLOB '*Z' OR {col} GLOB '*[+-]00:00')"
 AWARE_FORM = "{col} GLOB '*[+-][0-9][0-9]:[0-9][0-9]'"
 _CLASS = ("CASE WHEN " + UTC_FORM + " THEN 'utc' WHEN " + AWARE_FORM + " THEN 'aware' ELSE 'naive' END")
 _PARSEABLE = "{col} IS NOT NULL AND {col} != '' AND julianday({col}) IS NOT NULL"
-#: The anonymous User sentinel {type: User, id: "", name: ""} (for a valid JSON `source`).
-USER_SENTINEL = ("(json_type(source) = 'object' AND json_extract(source, '$.type') = 'User' AND "
-                 "json_extract(source, '$.id') = '' AND json_extract(source, '$.name') = '')")
+#: The anonymous User sentinel {type: User, id: "", name: ""} (for a valid JSON `source`;
+#: IS, unlike =, never yields NULL for a missing key).
+USER_SENTINEL = ("(json_type(source) IS 'object' AND json_extract(source, '$.type') IS 'User' AND "
+                 "json_extract(source, '$.id') IS '' AND json_extract(source, '$.name') IS '')")
 #: A source nobody is named in: `{}` / null, or that sentinel (CASE keeps the JSON
 #: functions away from malformed text, which they would reject).
 ANONYMOUS = f"CASE WHEN json_valid(source) THEN json(source) IN ('{{}}', 'null') OR {USER_SENTINEL} ELSE 0 END"

@@ -75,3 +75,14 @@ def test_http_round_trip_with_token(http_server):
     stored, found = anyio.run(scenario)
     assert stored["result"] == "stored"
     assert found["messages"][-1]["content"] == "via http ERR_HTTP_7"
+
+
+def test_health_route_is_liveness_only_and_needs_no_token(http_server):
+    from cpersona import __version__
+
+    response = httpx2.get(http_server.removesuffix("/mcp") + "/health")
+    assert response.status_code == 200 and response.headers["cache-control"] == "no-store"
+    body = response.json()
+    assert set(body) == {"status", "version", "uptime_seconds"}  # nothing about the stored data
+    assert body["status"] == "ok" and body["version"] == __version__ and body["uptime_seconds"] >= 0
+    assert httpx2.post(http_server, json={}).status_code == 401  # the tools still need the token

@@ -13,8 +13,8 @@ from cpersona.mcp.registry import add_tools
 from cpersona.mcp.results import call
 from cpersona.service.engine import Engine
 
-#: Reads, and writes only when `fix` is true (repairs are idempotent).
-CHECK = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+#: Reads, and writes only when `fix` is true (the original declares only "not read-only").
+CHECK = ToolAnnotations(read_only_hint=False)
 Fix = Annotated[StrictBool, Field(description="Repair what can be repaired (locked memories are never changed). "
                                               "Default false: report only.")]
 

@@ -36,7 +36,6 @@ from cpersona.storage.meta import VectorState
 from cpersona.storage.records import RowRef
 
 Severity = Literal["critical", "warn", "info"]
-SEVERITIES: tuple[Severity, ...] = ("critical", "warn", "info")
 Issue = dict[str, Any]
 #: Ids listed in an issue (the rest are counted only).
 SAMPLE = 10

@@ -147,8 +147,8 @@ def detect_calibration(ctx: Context) -> list[Issue]:
         raise NotApplicable("no embedding backend and no stored vectors, or an in-memory database")
     if status in ("ok", "stale", "unknown"):
         return []
-    severity = "info" if status == "never_calibrated" else "warn"
-    return [{"severity": severity, **found,
+    kind = {"type": "calibration_missing", "severity": "info"} if status == "never_calibrated" else {}
+    return [{**kind, **found,
              "reason": "until recalibrated, recall uses heuristic quality gates (each recall says so)"}]
 
 

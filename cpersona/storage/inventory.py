@@ -6,14 +6,9 @@ report, and the per-agent reads of the deep check (the SQL behind `cpersona/heal
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from cpersona.storage.repairs import USER_SENTINEL, agent_filter
-from cpersona.storage.tasks import EMBED
 from cpersona.storage.vectors import TEXT_COLUMN
-
-#: Queue task types this server runs; older releases left others.
-_OWN_TYPES = (EMBED,)
 
 
 class InventoryRepo:
@@ -98,9 +93,6 @@ class InventoryRepo:
             "UPDATE pending_memory_tasks SET status = 'pending', retries = 0, last_error = NULL, not_before = 0, "
             "updated_at = datetime('now') WHERE id = ? AND status = 'failed'", (task_id,)).rowcount > 0
 
-    def own_task_type(self, task_type: str) -> bool:
-        return task_type in _OWN_TYPES
-
     # ------------------------------------------------------------ statistics
     def counts(self) -> dict[str, int]:
         """Rows of memories, episodes, profiles and queue tasks."""
@@ -167,8 +159,3 @@ class InventoryRepo:
         where, params = self._agent(agent)
         return self.conn.execute(f"SELECT COUNT(*) FROM memories WHERE embedding IS NOT NULL AND {where}",
                                  params).fetchone()[0]
-
-    def describe(self) -> dict[str, Any]:
-        """{table: [columns]} of the tables a report reads (what an unmigrated file lacks)."""
-        return {t: [r[1] for r in self.conn.execute(f"PRAGMA table_info({t})")]
-                for t in ("memories", "episodes", "profiles", "pending_memory_tasks")}

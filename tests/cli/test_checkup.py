@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -17,21 +16,15 @@ from conftest import clean_env, new_engine
 
 
 @pytest.fixture
-def cli(tmp_path, monkeypatch, capsys):
-    """Run `cpersona checkup ARGS` in-process against tmp_path/c.db; (status, stdout, stderr)."""
-    for key in list(os.environ):
-        if key.startswith(("CPERSONA_", "EMBEDDING_")):
-            monkeypatch.delenv(key)
-    db = tmp_path / "c.db"
-    monkeypatch.setenv("CPERSONA_DB_PATH", str(db))
-    monkeypatch.setenv("CPERSONA_EMBEDDING_MODE", "none")
+def cli(cli_db, capsys):
+    """Run `cpersona checkup ARGS` in-process against tmp_path/cli.db; (status, stdout, stderr)."""
 
     def run(*args):
         status = main(["checkup", *args])
         out = capsys.readouterr()
         return status, out.out, out.err
 
-    run.db = db
+    run.db = cli_db
     return run
 
 

@@ -107,14 +107,22 @@ def _hold_write_lock(path: str, seconds: float, ready: threading.Event) -> None:
     conn.close()
 
 
-def test_a_fix_waits_for_another_writer_and_leaves_a_sound_file(engine_none):
-    bad = add_memory(engine_none, "<@1> waiting")
+def _fix_while_locked(engine, seconds: float) -> dict:
+    """check_health(fix) of discord_mention while another connection holds the write lock
+    for `seconds` (as another process writing the file would)."""
     ready = threading.Event()
-    holder = threading.Thread(target=_hold_write_lock, args=(engine_none.db.path, 1.5, ready))
+    holder = threading.Thread(target=_hold_write_lock, args=(engine.db.path, seconds, ready))
     holder.start()
     ready.wait(10)
-    out = engine_none.check_health(fix=True, checks=["discord_mention"])
-    holder.join()
+    try:
+        return engine.check_health(fix=True, checks=["discord_mention"])
+    finally:
+        holder.join()
+
+
+def test_a_fix_waits_for_another_writer_and_leaves_a_sound_file(engine_none):
+    bad = add_memory(engine_none, "<@1> waiting")
+    out = _fix_while_locked(engine_none, 1.5)
     assert one(out, "discord_mention")["fixed"] == 1 and memory(engine_none, bad)[4] == "waiting"
     assert rows(engine_none, "SELECT content FROM memories WHERE agent_id = 'other'") == [("from another process",)]
     assert rows(engine_none, "PRAGMA integrity_check") == [("ok",)]
@@ -123,12 +131,7 @@ def test_a_fix_waits_for_another_writer_and_leaves_a_sound_file(engine_none):
 def test_a_write_lock_never_released_means_nothing_is_repaired(engine_none, monkeypatch):
     monkeypatch.setattr(runner, "LOCK_ATTEMPTS", 1)
     bad = add_memory(engine_none, "<@1> blocked")
-    ready = threading.Event()
-    holder = threading.Thread(target=_hold_write_lock, args=(engine_none.db.path, 7, ready))
-    holder.start()
-    ready.wait(10)
-    out = engine_none.check_health(fix=True, checks=["discord_mention"])
-    holder.join()
+    out = _fix_while_locked(engine_none, 7)
     assert out["repairs_skipped"] is True and "write lock" in out["repairs_skip_reason"]
     assert out["fixed"] is False and memory(engine_none, bad)[4] == "<@1> blocked"
     assert find(out, "discord_mention")[0]["repairable"] == 1

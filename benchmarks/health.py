@@ -16,7 +16,7 @@ Prints a table and writes JSON (default `benchmarks/results/health.json`).
 
 Usage::
 
-    python benchmarks/health.py [--rows 100000] [--out PATH] [--keep]
+    python benchmarks/health.py [--rows 100000] [--db PATH] [--out PATH] [--keep]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -91,15 +92,19 @@ def checkup(path: Path, url: str, *flags: str) -> dict:
     """Run `python -m cpersona checkup --json FLAGS` on `path`; wall time + the report."""
     env = {"CPERSONA_DB_PATH": str(path), "CPERSONA_EMBEDDING_MODE": "http", "CPERSONA_EMBEDDING_URL": url,
            "PATH": "/usr/bin:/bin"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "cpersona", "checkup", "--json", *flags], env=env,
                           capture_output=True, text=True, timeout=3600)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     try:
         report = json.loads(proc.stdout)
     except ValueError:
         report = {"error": proc.stderr[-2000:]}
     return {"flags": " ".join(flags) or "(report only)", "exit": proc.returncode, "wall_s": round(wall, 2),
+            "cpu_s": round(cpu, 2),
             "elapsed_ms": report.get("elapsed_ms"), "status": report.get("status"),
             "severity_summary": report.get("severity_summary"),
             "issues": [(i["type"], i["severity"]) for i in report.get("issues", [])],
@@ -142,9 +147,11 @@ async def phase(server: common.McpServer, label: str, work) -> dict:
 
 
 async def run(args, workdir: Path) -> dict:
-    path = workdir / "health.db"
-    built = build(path, args.rows)
-    common.log(f"built {args.rows:,} rows in {built:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
+    path = args.db or workdir / "health.db"
+    built = 0.0
+    if not path.exists():
+        built = build(path, args.rows)
+        common.log(f"built {args.rows:,} rows in {built:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
     fake = FakeEmbedServer().start()
     try:
         async with common.McpServer(path, "http", fake.url) as server:
@@ -163,11 +170,11 @@ def report(result: dict) -> None:
     rows = []
     for p in result["phases"]:
         c = p["checkup"] or {}
-        rows.append((p["phase"], c.get("wall_s", "-"), c.get("elapsed_ms", "-"), c.get("status", "-"),
-                     c.get("exit", "-"), p["recalls"], p["failures"], common.ms(p["recall_p50_ms"]),
-                     common.ms(p["recall_p95_ms"]), common.ms(p["recall_max_ms"])))
+        rows.append((p["phase"], c.get("wall_s", "-"), c.get("cpu_s", "-"), c.get("elapsed_ms", "-"),
+                     c.get("status", "-"), c.get("exit", "-"), p["recalls"], p["failures"],
+                     common.ms(p["recall_p50_ms"]), common.ms(p["recall_p95_ms"]), common.ms(p["recall_max_ms"])))
     print(f"\ncheckup on {result['rows']:,} memories ({result['db_mb']} MB file)")
-    common.print_table(("phase", "checkup wall s", "report ms", "status", "exit", "recalls", "failed",
+    common.print_table(("phase", "checkup wall s", "cpu s", "report ms", "status", "exit", "recalls", "failed",
                         "recall p50", "p95", "max"), rows)
     for p in result["phases"]:
         if p["checkup"]:
@@ -179,6 +186,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000, help="memories in the store (default 100,000)")
     parser.add_argument("--out", type=Path, default=common.REPO / "benchmarks" / "results" / "health.json")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (DB + server stderr)")
+    parser.add_argument("--db", type=Path, help="store to use; built there first when absent (kept: building "
+                        "100k rows takes minutes)")
     args = parser.parse_args()
     machine = common.machine_info()
     result = common.run_in_workdir("cpersona-health-", args.keep, run, args)

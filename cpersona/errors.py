@@ -45,6 +45,11 @@ class DatabaseBusy(StorageError):
     """Another connection (usually another process) kept the write lock past the busy timeout."""
 
 
+class StatementTimeout(StorageError):
+    """A statement was stopped at its time limit (one that holds the write lock while it
+    runs, stopped so that other writers do not wait past their busy timeout)."""
+
+
 class SchemaTooNew(StorageError):
     """The database was written by a newer cpersona; opening it would risk the data."""
 

@@ -14,13 +14,11 @@ from collections.abc import Callable
 from itertools import groupby
 from typing import Any
 
-from cpersona.health.model import Context, Issue, sample
+from cpersona.health.model import MARKER_TEXT, MENTION_TEXT, Context, Issue, sample
 from cpersona.util.text import strip_markers
 
 #: A Discord user mention: <@123> or the nickname form <@!123>, and the space after it.
 MENTION = re.compile(r"<@!?\d+>[ \t]?")
-MARKER_TEXT = "[Memory from"
-MENTION_TEXT = "<@"
 
 Transform = Callable[[str], str]
 Rows = list[tuple[int, str, int]]
@@ -86,6 +84,8 @@ def _truncate(ctx: Context) -> Transform:
 
 # ------------------------------------------------------------------ checks
 def detect_annotation(ctx: Context) -> list[Issue]:
+    if not ctx.census()[f"contains:{MARKER_TEXT}"]:
+        return []
     return _rewrite_issue(_annotated(ctx), strip_markers)
 
 
@@ -94,6 +94,8 @@ def fix_annotation(ctx: Context, issue: Issue) -> dict[str, Any]:
 
 
 def detect_mention(ctx: Context) -> list[Issue]:
+    if not ctx.census()[f"contains:{MENTION_TEXT}"]:
+        return []
     return _rewrite_issue(_mentioned(ctx), strip_mentions)
 
 
@@ -102,6 +104,8 @@ def fix_mention(ctx: Context, issue: Issue) -> dict[str, Any]:
 
 
 def detect_oversized(ctx: Context) -> list[Issue]:
+    if not ctx.census()["oversized"]:
+        return []
     return _rewrite_issue(_oversized(ctx), _truncate(ctx), max_len=ctx.settings.max_content_length)
 
 
@@ -150,6 +154,8 @@ def fix_duplicates(ctx: Context, issue: Issue) -> dict[str, Any]:
 
 
 def detect_empty(ctx: Context) -> list[Issue]:
+    if not ctx.census()["blank"]:
+        return []
     rows = ctx.s.repairs.blank_memories(ctx.agent)
     if not rows:
         return []

@@ -40,6 +40,8 @@ def to_utc(text: str) -> str | None:
 
 # ---------------------------------------------------------------------- JSON
 def detect_json(ctx: Context) -> list[Issue]:
+    if not ctx.census()["bad_json"]:
+        return []
     rows = ctx.s.repairs.invalid_json(ctx.agent)
     if not rows:
         return []
@@ -61,6 +63,8 @@ def fix_json(ctx: Context, issue: Issue) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- timestamps
 def detect_timestamp(ctx: Context) -> list[Issue]:
+    if not ctx.census()["bad_timestamp"]:
+        return []
     rows = ctx.s.repairs.unparseable_timestamps(ctx.agent)
     if not rows:
         return []
@@ -100,7 +104,7 @@ def _forms(counts: dict[str, int]) -> dict[str, int]:
 
 
 def detect_drift(ctx: Context) -> list[Issue]:
-    forms = _forms(ctx.s.repairs.timestamp_forms(ctx.agent))
+    forms = {form: ctx.census()[f"form:{form}"] for form in ("utc", "aware", "naive")}
     if sum(1 for n in forms.values() if n) < 2:
         return []
     aware = ctx.s.repairs.aware_timestamps(ctx.agent)
@@ -162,6 +166,8 @@ def _classify(rows: list[tuple[int, str, int]]) -> tuple[list[tuple[int, str, st
 
 
 def detect_source_type(ctx: Context) -> list[Issue]:
+    if not ctx.census()["noncanonical_source"]:
+        return []
     total, rows = ctx.s.repairs.noncanonical_sources(ctx.agent, MAX_SOURCES)
     if not total:
         return []
@@ -181,6 +187,6 @@ def fix_source_type(ctx: Context, issue: Issue) -> dict[str, Any]:
 
 
 def detect_anonymous(ctx: Context) -> list[Issue]:
-    n = ctx.s.repairs.anonymous_sources(ctx.agent)
+    n = ctx.census()["anonymous_source"]
     return [{"unattributed": n, "hint": "deep_check(agent_id, fix=true) recovers names written as '[name] …'"}] \
         if n else []

@@ -39,6 +39,9 @@ Severity = Literal["critical", "warn", "info"]
 Issue = dict[str, Any]
 #: Ids listed in an issue (the rest are counted only).
 SAMPLE = 10
+#: Text the content checks look for: the chat bridge's recall marker, a Discord mention.
+MARKER_TEXT = "[Memory from"
+MENTION_TEXT = "<@"
 
 
 class NotApplicable(Exception):
@@ -99,12 +102,15 @@ class Context:
     writing: bool = False
     #: The agent the run was asked about ('' = every agent).
     run_agent: str = ""
+    #: Seconds a check may hold the file's write lock outside a fix run (None = no limit).
+    lock_limit: float | None = None
     #: (table, id) → (text, vector) computed before the write transaction.
     prefetched: dict[tuple[str, int], tuple[str, np.ndarray]] = field(default_factory=dict)
     prefetch_error: str = ""
     #: Rows whose vector a repair dropped (re-embedded after the transaction).
     dropped: list[tuple[str, int]] = field(default_factory=list)
     changed: bool = False
+    _census: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def s(self) -> Session:
@@ -113,6 +119,19 @@ class Context:
     @property
     def settings(self) -> Settings:
         return self.env.settings
+
+    def census(self) -> dict[str, Any]:
+        """Counts of every memory-row defect in the current scope, from ONE table scan
+        shared by the checks (`RepairRepo.census`); a check with nothing counted skips its
+        own query."""
+        if self.agent not in self._census:
+            self._census[self.agent] = self.session.repairs.census(
+                self.agent, self.settings.max_content_length, (MARKER_TEXT, MENTION_TEXT))
+        return self._census[self.agent]
+
+    def forget_census(self) -> None:
+        """A repair changed rows: the next check counts again."""
+        self._census.clear()
 
     @contextmanager
     def fts_session(self) -> Iterator[Session]:

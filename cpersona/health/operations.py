@@ -114,7 +114,7 @@ def calibration_status(ctx: Context) -> dict[str, Any]:
     if path is None or (ctx.probe.status == "none" and ctx.state.model is None):
         return {"status": "not_applicable"}
     loaded = sidecar.load(path)
-    embedded = ctx.s.inventory.embedded_memories("")
+    embedded = ctx.census()["vectors"] if ctx.agent == "" else ctx.s.inventory.embedded_memories("")
     if loaded.status == "absent":
         if ctx.s.integrity.has_table("cpersona_meta") and sidecar.recorded(ctx.s) is not None:
             return {"status": "lost", "hint": f"{path.name} is missing although this file was calibrated; restore it "

@@ -34,6 +34,9 @@ from cpersona.storage.meta import VectorState
 
 log = logging.getLogger(__name__)
 
+#: Seconds a report (no fix) lets one statement hold the file's write lock: below the 5 s
+#: busy timeout every writer waits, so a report never makes a write fail.
+REPORT_LOCK_LIMIT = 3.0
 PAUSED = "persistence is paused (pause_persistence): the checks ran as a report, nothing was repaired"
 READ_ONLY = "the database is open read-only (see database_damage): the checks ran as a report, nothing was repaired"
 #: Attempts at the write lock (each waits the busy timeout).
@@ -82,6 +85,7 @@ def repair(check: Check, ctx: Context) -> Outcome:
         try:
             with ctx.s.savepoint():
                 issue.update(check.fix(ctx, issue))
+            ctx.forget_census()
         except Exception as err:
             log.warning("health repair %s failed: %s: %s", check.name, type(err).__name__, err)
             log.debug("health repair %s failed", check.name, exc_info=True)
@@ -94,6 +98,7 @@ class HealthRun:
     """One check_health call over `env`."""
 
     def __init__(self, env: HealthEnv, agent: str, checks: list[Check]) -> None:
+        self.lock_limit: float | None = REPORT_LOCK_LIMIT
         self.env = env
         self.agent = agent
         self.checks = checks
@@ -103,7 +108,8 @@ class HealthRun:
         self.extra: dict[str, Any] = {}
 
     def context(self, session: Session, writing: bool = False) -> Context:
-        return Context(session, self.env, self.agent, self.probe, self.state, writing=writing, run_agent=self.agent)
+        return Context(session, self.env, self.agent, self.probe, self.state, writing=writing, run_agent=self.agent,
+                       lock_limit=self.lock_limit)
 
     def scan(self, fix: bool, keep: dict[str, Outcome] | None = None) -> dict[str, Outcome]:
         """Detect every check on read snapshots; process-state repairs happen here. With
@@ -167,6 +173,7 @@ class HealthRun:
     def run(self, fix: bool) -> tuple[dict[str, Outcome], dict[str, Outcome]]:
         """(what the run found and did, what is left)."""
         self.probe = vectors.probe(self.env)
+        self.lock_limit = None if fix else REPORT_LOCK_LIMIT
         with self.env.db.read() as s:
             self.state = vector_state(s)
         found = self.scan(fix)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cpersona.errors import StatementTimeout
 from cpersona.health.model import Context, Issue, NotApplicable, sample
 from cpersona.storage import schema
 
@@ -59,9 +60,24 @@ def detect_fts(ctx: Context) -> list[Issue]:
                     "hint": "open the file with a cpersona whose SQLite has FTS5 (it creates and fills them)"})
     with ctx.fts_session() as s:
         for table in _fts_tables(ctx):
-            if table not in missing and (problem := s.integrity.fts_problem(table)):
+            if table in missing:
+                continue
+            try:
+                problem = s.integrity.fts_problem(table, None if ctx.writing else ctx.lock_limit)
+            except StatementTimeout:
+                out.append(_not_checked(table, ctx.lock_limit))
+                continue
+            if problem:
                 out.append({"severity": "critical", "table": table, "detail": problem, "repairable": 1})
     return out
+
+
+def _not_checked(table: str, seconds: float | None) -> Issue:
+    return {"type": "fts_not_checked", "severity": "info", "table": table, "fixable": False,
+            "reason": f"FTS5's integrity-check holds the file's write lock; a report stops it after {seconds:g} s "
+                      "so that writers never wait past their busy timeout",
+            "hint": "run check_health(fix=true) or `cpersona checkup --fix` at a quiet moment: it checks "
+                    "without a time limit"}
 
 
 def fix_fts(ctx: Context, issue: Issue) -> dict[str, Any]:

@@ -58,10 +58,20 @@ def expected_dim(ctx: Context) -> int | None:
 
 
 # --------------------------------------------------------------- dimension
+def _memories_sound(ctx: Context, want: int | None) -> bool:
+    """True when the census alone proves every memory vector has a sound length."""
+    census = ctx.census()
+    lo, hi = census["min_vector_bytes"], census["max_vector_bytes"]
+    if not census["vectors"]:
+        return True
+    return lo == hi and (lo == want if want is not None else lo > 0 and lo % 4 == 0)
+
+
 def _bad(ctx: Context) -> dict[str, list[tuple[int, int]]]:
     dim = expected_dim(ctx)
     want = 4 * dim if dim else None
-    return {t: ctx.s.inventory.bad_vectors(t, want, ctx.state.stale_range(t), ctx.agent) for t in TABLES}
+    return {t: [] if t == "memories" and _memories_sound(ctx, want) else
+            ctx.s.inventory.bad_vectors(t, want, ctx.state.stale_range(t), ctx.agent) for t in TABLES}
 
 
 def detect_dimension(ctx: Context) -> list[Issue]:
@@ -87,7 +97,11 @@ def fix_dimension(ctx: Context, issue: Issue) -> dict[str, Any]:
 
 # ----------------------------------------------------------- null vectors
 def _null_issue(ctx: Context, table: str) -> list[Issue]:
-    rows, null, locked = ctx.s.inventory.vector_counts(table, ctx.agent)
+    if table == "memories":
+        census = ctx.census()
+        rows, null, locked = census["rows"], census["null_vector"], census["null_vector_locked"]
+    else:
+        rows, null, locked = ctx.s.inventory.vector_counts(table, ctx.agent)
     if not null:
         return []
     out: Issue = {"count": null, "rows": rows, "locked": locked}

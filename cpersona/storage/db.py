@@ -191,10 +191,11 @@ class Database:
     @contextmanager
     def scratch(self) -> Iterator[Session]:
         """A session whose transaction is ALWAYS rolled back, on a private read-write
-        connection (never the shared writer, so this process's writers are not held up).
-        For statements SQLite runs as writes although they change nothing, such as the
-        FTS5 'integrity-check' command. Waits up to the busy timeout for the file's write
-        lock. Raises StorageError when the file cannot be opened for writing."""
+        connection (not the shared writer: this process's readers and its write lock are not
+        held). For statements SQLite runs as writes although they change nothing, such as
+        the FTS5 'integrity-check' command: while one runs it holds the FILE's write lock,
+        so other writers wait (busy timeout). Waits up to the busy timeout for that lock
+        itself. Raises StorageError when the file cannot be opened for writing."""
         if self.memory:
             with self._lock:
                 self._writer.execute("SAVEPOINT scratch")
@@ -213,7 +214,8 @@ class Database:
             try:
                 yield self._session(conn)
             finally:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # an interrupted write statement already rolled it back
+                    conn.execute("ROLLBACK")
         finally:
             conn.close()
 

@@ -10,7 +10,11 @@ recorded schema version, the canonical indexes and triggers (the SQL behind
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from cpersona.errors import StatementTimeout
 from cpersona.storage import schema
 
 #: Shadow tables of an external-content FTS5 table (https://www.sqlite.org/fts5.html).
@@ -26,6 +30,12 @@ def is_damage(err: BaseException) -> bool:
     database), as opposed to a busy lock, a permission problem or a bad statement."""
     name = getattr(err, "sqlite_errorname", "") or ""
     return isinstance(err, sqlite3.DatabaseError) and name.startswith(_DAMAGE_CODES)
+
+
+def _reraise_interrupt(err: sqlite3.Error) -> None:
+    """An interrupted statement is not a finding about the file: let it reach the caller."""
+    if getattr(err, "sqlite_errorname", "") == "SQLITE_INTERRUPT":
+        raise err
 
 
 def _damage_text(err: sqlite3.Error) -> str:
@@ -66,10 +76,33 @@ class IntegrityRepo:
         return schema.stored_version(self.conn)
 
     # ------------------------------------------------------------------- FTS
-    def fts_problem(self, fts: str) -> str:
+    @contextmanager
+    def _time_limit(self, seconds: float | None) -> Iterator[None]:
+        """Stop the statements inside after `seconds` (a progress handler,
+        https://www.sqlite.org/c3ref/progress_handler.html); raises StatementTimeout."""
+        if seconds is None:
+            yield
+            return
+        deadline = time.monotonic() + seconds
+        self.conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
+        try:
+            yield
+        except sqlite3.OperationalError as err:
+            if getattr(err, "sqlite_errorname", "") == "SQLITE_INTERRUPT":
+                raise StatementTimeout(f"stopped after {seconds:g} s") from err
+            raise
+        finally:
+            self.conn.set_progress_handler(None, 0)
+
+    def fts_problem(self, fts: str, time_limit: float | None = None) -> str:
         """'' when the FTS5 table `fts` is sound and agrees with its content table, else
         the error. The content-aware check runs first; the structural check is the
-        fallback when this SQLite does not accept the content-aware form."""
+        fallback when this SQLite does not accept the content-aware form. With
+        `time_limit` (seconds) the check is stopped there: StatementTimeout."""
+        with self._time_limit(time_limit):
+            return self._fts_problem(fts)
+
+    def _fts_problem(self, fts: str) -> str:
         missing = [f"{fts}_{part}" for part in _SHADOWS if not self.has_table(f"{fts}_{part}")]
         if missing:
             return f"shadow table(s) missing: {', '.join(missing)}"
@@ -77,11 +110,13 @@ class IntegrityRepo:
             self.conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
             return ""
         except sqlite3.DatabaseError as err:
+            _reraise_interrupt(err)
             if is_damage(err):
                 return _damage_text(err)
         try:
             self.conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('integrity-check')")
         except sqlite3.DatabaseError as err:
+            _reraise_interrupt(err)
             return _damage_text(err)
         return ""
 

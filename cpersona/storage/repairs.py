@@ -12,6 +12,7 @@ every time filter uses (https://www.sqlite.org/lang_datefunc.html).
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from cpersona.storage.scope import Scope
 
@@ -36,6 +37,22 @@ NONCANONICAL = (f"CASE WHEN json_valid(source) AND NOT ({ANONYMOUS}) THEN json_t
                 "('User', 'Agent', 'System') ELSE 0 END")
 
 
+#: One code per memory timestamp: empty, bad (SQLite cannot parse it), or its form.
+_TIMESTAMP_CODE = ("CASE WHEN timestamp = '' THEN 'empty' WHEN julianday(timestamp) IS NULL THEN 'bad' WHEN "
+                   + UTC_FORM.format(col="timestamp") + " THEN 'utc' WHEN " + AWARE_FORM.format(col="timestamp")
+                   + " THEN 'aware' ELSE 'naive' END")
+#: One code per memory source: ok | anonymous | noncanonical | invalid. The first branches are
+#: shortcuts for the shapes the write path stores (`{"type": "User", …}` without an empty
+#: string cannot be the anonymous sentinel), so most rows cost one JSON parse, not five.
+_SOURCE_CODE = (
+    "CASE WHEN source IN ('{}', 'null') THEN 'anonymous' "
+    "WHEN (source GLOB '{\"type\": \"User\"*' OR source GLOB '{\"type\": \"Agent\"*' "
+    "OR source GLOB '{\"type\": \"System\"*') AND instr(source, '\"\"') = 0 "
+    "THEN CASE WHEN json_valid(source) THEN 'ok' ELSE 'invalid' END "
+    "WHEN NOT json_valid(source) THEN 'invalid' "
+    f"WHEN {ANONYMOUS} THEN 'anonymous' WHEN {NONCANONICAL} THEN 'noncanonical' ELSE 'ok' END")
+
+
 def agent_filter(agent: str, alias: str = "") -> tuple[str, list[str]]:
     """WHERE expression for one agent ('' = every agent)."""
     return Scope(agent_id=agent or None).predicate(alias)
@@ -54,6 +71,32 @@ class RepairRepo:
     def _rows(self, sql: str, agent: str, *params: object) -> list[tuple]:
         where, agent_params = agent_filter(agent)
         return self.conn.execute(sql.replace("{agent}", where), [*params, *agent_params]).fetchall()
+
+    # ------------------------------------------------------------ census
+    def census(self, agent: str, max_chars: int, markers: tuple[str, ...]) -> dict[str, Any]:
+        """Every memory-row defect counted in ONE scan of the table (a 100k-row store is read
+        once, not once per check): rows; content holding each of `markers`
+        ("contains:<marker>"), longer than `max_chars`, blank; malformed JSON; unparseable
+        timestamps and the count of each timestamp form ("form:utc" …); non-canonical and
+        anonymous sources; vectors (missing, missing and locked, present, shortest and
+        longest in bytes — None without vectors)."""
+        where, params = agent_filter(agent)
+        counted = [(f"contains:{m}", "content LIKE ? ESCAPE '\\'") for m in markers]
+        counted += [
+            ("oversized", "length(content) > ?"), ("blank", f"trim(content, {BLANK}) = ''"),
+            ("bad_json", f"metadata != '{{}}' AND NOT json_valid(metadata) OR ({_SOURCE_CODE}) = 'invalid'"),
+            ("bad_timestamp", f"({_TIMESTAMP_CODE}) = 'bad'"),
+            *((f"form:{form}", f"({_TIMESTAMP_CODE}) = '{form}'") for form in ("utc", "aware", "naive")),
+            ("noncanonical_source", f"({_SOURCE_CODE}) = 'noncanonical'"),
+            ("anonymous_source", f"({_SOURCE_CODE}) = 'anonymous'"),
+            ("null_vector", "embedding IS NULL"), ("null_vector_locked", "embedding IS NULL AND locked"),
+            ("vectors", "embedding IS NOT NULL"),
+        ]
+        sums = ", ".join(f"COALESCE(SUM({expr}), 0)" for _, expr in counted)
+        sql = (f"SELECT COUNT(*), {sums}, MIN(length(embedding)), MAX(length(embedding)) FROM memories "
+               f"WHERE {where}")
+        row = self.conn.execute(sql, [*(_like(m) for m in markers), max_chars, *params]).fetchone()
+        return dict(zip(["rows", *(k for k, _ in counted), "min_vector_bytes", "max_vector_bytes"], row))
 
     # ------------------------------------------------------------ content
     def memories_containing(self, text: str, agent: str) -> list[tuple[int, str, int]]:

@@ -213,8 +213,9 @@ def migrate(conn: sqlite3.Connection, fts_enabled: bool) -> None:
             step.run(conn)
     if fts_enabled:
         _bootstrap_fts(conn, rebuild_needed=had_memories)
-    with conn:
-        conn.execute("INSERT OR REPLACE INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+    if stored_version(conn) != SCHEMA_VERSION:  # an unchanged file gets no commit (other processes
+        with conn:                                # would see one and reload what they keep in memory)
+            conn.execute("INSERT OR REPLACE INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
 
 
 def has_fts(conn: sqlite3.Connection) -> bool:

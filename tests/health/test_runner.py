@@ -61,13 +61,13 @@ def test_the_pause_turns_a_fix_into_a_report(engine_none):
 def test_a_crashing_check_is_reported_and_the_others_still_run(engine_none, monkeypatch):
     add_memory(engine_none, "  ")
 
-    def broken(self, text, agent):
+    def broken(self, agent):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(RepairRepo, "memories_containing", broken)
-    report = engine_none.check_health(checks=["memory_annotation", "empty_content"])
+    monkeypatch.setattr(RepairRepo, "duplicate_rows", broken)
+    report = engine_none.check_health(checks=["duplicate_content", "empty_content"])
     crash = [i for i in report["issues"] if i["type"] == "check_crashed"]
-    assert [c["check_name"] for c in crash] == ["memory_annotation"] and crash[0]["severity"] == "warn"
+    assert [c["check_name"] for c in crash] == ["duplicate_content"] and crash[0]["severity"] == "warn"
     assert "RuntimeError: boom" in crash[0]["detail"]
     assert one(report, "empty_content")["count"] == 1 and report["status"] == "degraded"
 

@@ -143,3 +143,18 @@ def test_unmigrated_file_of_another_release_is_reported(engine_none):
     raw(engine_none, "DROP INDEX idx_pending_tasks_embed")
     issue = one(engine_none.check_health(checks=["migration_pending", "schema_objects"]), "migration_pending")
     assert issue["severity"] == "info" and issue["missing"] == ["cpersona_meta", "idx_pending_tasks_embed"]
+
+
+def test_a_report_stops_the_fts_check_before_writers_would_wait(engine_none, monkeypatch):
+    from cpersona.health import runner
+
+    for i in range(300):
+        engine_none.store("kai", f"row number {i} with some searchable words")
+    monkeypatch.setattr(runner, "REPORT_LOCK_LIMIT", 0.0)
+    report = engine_none.check_health(checks=["fts_integrity"])
+    stopped = find(report, "fts_not_checked")
+    assert [i["table"] for i in stopped] == ["memories_fts", "episodes_fts"][:len(stopped)] and stopped
+    assert stopped[0]["severity"] == "info" and "quiet moment" in stopped[0]["hint"]
+    assert report["status"] == "healthy"
+    # a fix run is asked for by the operator: it checks without a limit
+    assert engine_none.check_health(checks=["fts_integrity"], fix=True)["issues"] == []

@@ -135,3 +135,13 @@ def test_a_write_lock_never_released_means_nothing_is_repaired(engine_none, monk
     assert out["repairs_skipped"] is True and "write lock" in out["repairs_skip_reason"]
     assert out["fixed"] is False and memory(engine_none, bad)[4] == "<@1> blocked"
     assert find(out, "discord_mention")[0]["repairable"] == 1
+
+
+def test_every_registered_check_has_its_own_test():
+    """Each check is exercised by name in a test of this folder (one test per check)."""
+    from pathlib import Path
+
+    texts = "".join(p.read_text(encoding="utf-8") for p in Path(__file__).parent.glob("test_*.py")
+                    if p.name != "test_runner.py")
+    missing = [name for name in NAMES if f'"{name}"' not in texts]
+    assert not missing, f"checks without a test: {missing}"

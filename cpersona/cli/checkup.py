@@ -62,8 +62,11 @@ def render(report: dict[str, Any], db: str, code: int, strict: bool) -> str:
     """The text report: summary line, one line per issue, skipped checks, deep findings, exit."""
     s = report.get("severity_summary", {})
     fixed = " (fix applied)" if report.get("fixed") else ""
-    lines = [f"{db}: {report.get('total_memories')} memories — critical {s.get('critical', 0)}, warn "
+    total = report.get("total_memories")
+    lines = [f"{db}: {'?' if total is None else total} memories — critical {s.get('critical', 0)}, warn "
              f"{s.get('warn', 0)}, info {s.get('info', 0)} — {report.get('status')}{fixed}"]
+    if "error" in report.get("stats", {}):
+        lines.append(f"  statistics unavailable: {report['stats']['error']}")
     if report.get("repairs_skipped"):
         lines.append(f"  repairs skipped: {report.get('repairs_skip_reason')}")
     if report.get("database_damage"):

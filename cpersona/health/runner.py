@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,13 +78,14 @@ def _repairable(outcome: Outcome) -> bool:
 
 
 def repair(check: Check, ctx: Context) -> Outcome:
-    """Detect again and fix each repairable issue (inside the caller's transaction)."""
+    """Detect again and fix each repairable issue (inside the caller's transaction, each
+    in its own savepoint; an unlocked check's repair changes process state, not rows)."""
     outcome = run_check(check, ctx)
     for issue in outcome.issues:
         if check.fix is None or not _fixable(issue):
             continue
         try:
-            with ctx.s.savepoint():
+            with ctx.s.savepoint() if ctx.writing else nullcontext():
                 issue.update(check.fix(ctx, issue))
             ctx.forget_census()
         except Exception as err:
@@ -104,7 +106,6 @@ class HealthRun:
         self.checks = checks
         self.probe: Probe = Probe("none")
         self.state = VectorState()
-        self.results: dict[str, Outcome] = {}
         self.extra: dict[str, Any] = {}
 
     def context(self, session: Session, writing: bool = False) -> Context:
@@ -128,17 +129,19 @@ class HealthRun:
         return out
 
     def repair_all(self, names: list[str]) -> tuple[dict[str, Outcome], Context]:
-        """Prefetch vectors, then repair `names` in ONE write transaction."""
-        with self.env.db.read() as s:
-            ready = self.context(s)
-            tables = [t for name, t in _NULL_CHECKS.items() if name in names]
-            if tables and self.probe.status == "ok":
-                vectors.prefetch(ready, tables)
+        """Prefetch vectors (no lock held), then repair `names` in ONE write transaction."""
+        tables = [t for name, t in _NULL_CHECKS.items() if name in names]
+        prefetched: dict[tuple[str, int], tuple[str, Any]] = {}
+        error = ""
+        if tables and self.probe.status == "ok":
+            with self.env.db.read() as s:
+                rows = vectors.rows_to_embed(self.context(s), tables)
+            prefetched, error = vectors.embed_rows(self.env, rows)
         for attempt in range(LOCK_ATTEMPTS):
             try:
                 with self.env.db.write() as s:
                     ctx = self.context(s, writing=True)
-                    ctx.prefetched, ctx.prefetch_error = ready.prefetched, ready.prefetch_error
+                    ctx.prefetched, ctx.prefetch_error = prefetched, error
                     done = {c.name: repair(c, ctx) for c in self.checks if c.name in names}
                     if ctx.changed:
                         s.after(self.env.after_repairs)

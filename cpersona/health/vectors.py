@@ -169,11 +169,11 @@ def embed_rows(env: HealthEnv, rows: list[tuple[str, int, str]]) -> tuple[dict[t
     return out, ""
 
 
-def prefetch(ctx: Context, tables: list[str]) -> None:
-    """Compute the vectors the null-vector repairs will write (outside the write lock)."""
-    rows = [(t, row_id, text) for t in tables
+def rows_to_embed(ctx: Context, tables: list[str]) -> list[tuple[str, int, str]]:
+    """(table, id, text) of the unlocked rows without a vector the null-vector repairs will
+    write (at most MAX_REEMBED per table); their vectors are computed with no lock held."""
+    return [(t, row_id, text) for t in tables
             for row_id, text in ctx.s.inventory.rows_without_vector(t, ctx.agent, MAX_REEMBED)]
-    ctx.prefetched, ctx.prefetch_error = embed_rows(ctx.env, rows)
 
 
 # -------------------------------------------------------------- backend

@@ -130,6 +130,7 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         """Stop background work and close the database and backend. Idempotent."""
         self.queue.stop()
         self.calibration.stop()
+        self.stop_integrity_watch()
         self._query_pool.shutdown(wait=True)
         self.gateway.close()
         self.db.close()

@@ -8,6 +8,7 @@ import logging
 import threading
 from typing import Any
 
+from cpersona.errors import StatementTimeout
 from cpersona.health import HealthEnv, check_health, deep_check
 from cpersona.service.base import ServiceBase
 from cpersona.storage.integrity import is_damage
@@ -20,6 +21,7 @@ class HealthService(ServiceBase):
 
     #: Why the file is served read-only ('' = it is not), or what the start-up check found.
     damage: str = ""
+    _integrity: tuple[threading.Thread, threading.Event] | None = None
 
     def health_env(self) -> HealthEnv:
         """The collaborators a health run uses in this process."""
@@ -51,24 +53,36 @@ class HealthService(ServiceBase):
         self.refresh_if_changed()
         return deep_check(self.health_env(), agent_id, fix, checks)
 
-    def start_integrity_watch(self) -> threading.Thread:
+    def start_integrity_watch(self) -> None:
         """Run SQLite's quick_check once in the background; damage is logged as an error and
-        kept in `damage` (check_health reports it too)."""
-        thread = threading.Thread(target=self._integrity_once, name="cpersona-integrity", daemon=True)
+        kept in `damage` (check_health reports it too). `stop_integrity_watch` ends it."""
+        stop = threading.Event()
+        thread = threading.Thread(target=self._integrity_once, args=(stop,), name="cpersona-integrity", daemon=True)
+        self._integrity = (thread, stop)
         thread.start()
-        return thread
 
-    def _integrity_once(self) -> None:
+    def stop_integrity_watch(self) -> None:
+        """Stop the start-up check and wait for it (before the database is closed: a
+        connection must never be closed under a running statement)."""
+        if self._integrity is not None:
+            thread, stop = self._integrity
+            stop.set()
+            thread.join()
+
+    def _integrity_once(self, stop: threading.Event) -> None:
         try:
             with self.db.read() as s:
-                messages = [m for m in s.integrity.quick_check(3) if m != "ok"]
+                messages = [m for m in s.integrity.quick_check(3, stop=stop.is_set) if m != "ok"]
+        except StatementTimeout:
+            return
         except Exception as err:  # noqa: BLE001 — a closed engine ends the check; a damaged file is the finding
             if not is_damage(err):
                 log.debug("start-up integrity check not run: %s", err)
                 return
             messages = [f"{type(err).__name__}: {err}"]
         if messages:
-            self.damage = self.damage or "; ".join(messages[:3])
+            found = "; ".join(messages[:3])
             log.error("database file %s is damaged (%s). Keep a copy of it (with its -wal file), then run "
                       "`cpersona checkup --db %s` and restore a backup or rebuild from an export",
-                      self.db.path, self.damage, self.db.path)
+                      self.db.path, found, self.db.path)
+            self.damage = self.damage or found

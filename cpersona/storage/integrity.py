@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from cpersona.errors import StatementTimeout
@@ -49,11 +49,13 @@ class IntegrityRepo:
         self.conn = conn
 
     # ------------------------------------------------------------------ file
-    def quick_check(self, limit: int = 10) -> list[str]:
+    def quick_check(self, limit: int = 10, stop: Callable[[], bool] | None = None) -> list[str]:
         """SQLite's quick_check messages (["ok"] for a sound file), at most `limit`; a file
-        too damaged for the check to run answers with that error as its one message."""
+        too damaged for the check to run answers with that error as its one message.
+        `stop()` returning True ends the check early: StatementTimeout."""
         try:
-            return [r[0] for r in self.conn.execute(f"PRAGMA quick_check({int(limit)})")]
+            with self._stop_when(stop, "the check was stopped"):
+                return [r[0] for r in self.conn.execute(f"PRAGMA quick_check({int(limit)})")]
         except sqlite3.DatabaseError as err:
             if is_damage(err):
                 return [_damage_text(err)]
@@ -77,19 +79,18 @@ class IntegrityRepo:
 
     # ------------------------------------------------------------------- FTS
     @contextmanager
-    def _time_limit(self, seconds: float | None) -> Iterator[None]:
-        """Stop the statements inside after `seconds` (a progress handler,
-        https://www.sqlite.org/c3ref/progress_handler.html); raises StatementTimeout."""
-        if seconds is None:
+    def _stop_when(self, stop: Callable[[], bool] | None, why: str) -> Iterator[None]:
+        """Stop the statements inside as soon as `stop()` is True (a progress handler,
+        https://www.sqlite.org/c3ref/progress_handler.html); raises StatementTimeout(why)."""
+        if stop is None:
             yield
             return
-        deadline = time.monotonic() + seconds
-        self.conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
+        self.conn.set_progress_handler(lambda: int(stop()), 1000)
         try:
             yield
         except sqlite3.OperationalError as err:
             if getattr(err, "sqlite_errorname", "") == "SQLITE_INTERRUPT":
-                raise StatementTimeout(f"stopped after {seconds:g} s") from err
+                raise StatementTimeout(why) from err
             raise
         finally:
             self.conn.set_progress_handler(None, 0)
@@ -99,7 +100,10 @@ class IntegrityRepo:
         the error. The content-aware check runs first; the structural check is the
         fallback when this SQLite does not accept the content-aware form. With
         `time_limit` (seconds) the check is stopped there: StatementTimeout."""
-        with self._time_limit(time_limit):
+        if time_limit is None:
+            return self._fts_problem(fts)
+        deadline = time.monotonic() + time_limit
+        with self._stop_when(lambda: time.monotonic() > deadline, f"stopped after {time_limit:g} s"):
             return self._fts_problem(fts)
 
     def _fts_problem(self, fts: str) -> str:

@@ -164,13 +164,6 @@ class RepairRepo:
         return self.conn.execute("UPDATE memories SET timestamp = ? WHERE id = ? AND timestamp = ? AND locked = 0",
                                  (new, memory_id, old)).rowcount > 0
 
-    def timestamp_forms(self, agent: str) -> dict[str, int]:
-        """{"utc"|"aware"|"naive": n} over the memories' parseable timestamps."""
-        col = "timestamp"
-        sql = (f"SELECT {_CLASS.format(col=col)}, COUNT(*) FROM memories WHERE {_PARSEABLE.format(col=col)} "
-               "AND {agent} GROUP BY 1")
-        return dict(self._rows(sql, agent))
-
     def aware_timestamps(self, agent: str) -> list[tuple[int, str, int]]:
         """(id, timestamp, locked) of memories whose timestamp has a non-UTC offset."""
         col = "timestamp"
@@ -222,10 +215,6 @@ class RepairRepo:
         """Replace an unlocked memory's source if it is still `old`."""
         return self.conn.execute("UPDATE memories SET source = ? WHERE id = ? AND source = ? AND locked = 0",
                                  (new, memory_id, old)).rowcount > 0
-
-    def anonymous_sources(self, agent: str) -> int:
-        """Memories whose source names nobody ({} / null / the empty User sentinel)."""
-        return self._rows(f"SELECT COUNT(*) FROM memories WHERE ({ANONYMOUS}) AND {{agent}}", agent)[0][0]
 
     # ------------------------------------------------------------ profiles
     def oversized_profiles(self, max_chars: int, agent: str) -> list[tuple[int, str, int]]:

@@ -15,21 +15,19 @@ from cpersona.service.engine import Engine
 
 #: Reads, and writes only when `fix` is true (the original declares only "not read-only").
 CHECK = ToolAnnotations(read_only_hint=False)
-Fix = Annotated[StrictBool, Field(description="Repair what can be repaired (locked memories are never changed). "
-                                              "Default false: report only.")]
+Fix = Annotated[StrictBool, Field(description="true = repair (locked memories never change); default: report.")]
 
 
 def register(app: MCPServer, engine: Engine) -> None:
     """Add check_health and deep_check to `app`, bound to `engine`."""
 
     def check_health(
-        agent_id: Annotated[StrictStr, Field(description="Only this agent's rows; '' (default) = whole store.")] = "",
+        agent_id: Annotated[StrictStr, Field(description="'' = whole store.")] = "",
         fix: Fix = False,
         checks: Annotated[list[StrictStr], Field(max_length=100, description="Check names to run; [] = all.")] = [],  # noqa: B006 — published default, never mutated
     ) -> str:
-        """Integrity checks of the memory store (damaged file or FTS index, schema drift, bad vectors, bad
-        JSON or timestamps, duplicates, queue, calibration…), with repairs when fix=true. Returns {status:
-        healthy|degraded|unhealthy, severity_summary, issues: [{type, severity, check, …}], skipped, stats}."""
+        """Integrity checks of the store (file, FTS, schema, vectors, JSON, timestamps, duplicates, queue…).
+        Returns {status: healthy|degraded|unhealthy, severity_summary, issues: [{type, severity, …}], skipped}."""
         return call("check_health", lambda: engine.check_health(agent_id, fix, checks))
 
     def deep_check(
@@ -37,8 +35,8 @@ def register(app: MCPServer, engine: Engine) -> None:
         fix: Fix = False,
         checks: Annotated[list[StrictStr], Field(max_length=20, description="Deep check names; [] = all.")] = [],  # noqa: B006 — published default, never mutated
     ) -> str:
-        """Per-agent content inspection: unattributed sources, very short rows, stale profile, episodes
-        without memories, calibration age, near-duplicate pairs. Returns {agent_id, results: {check: {…}}}."""
+        """Per-agent content checks: anonymous sources, tiny rows, stale profile, orphan episodes, calibration
+        age, near-duplicates. Returns {agent_id, results: {check: {…}}}."""
         return call("deep_check", lambda: engine.deep_check(agent_id, fix, checks))
 
     add_tools(app, ((check_health, CHECK), (deep_check, CHECK)))

@@ -42,19 +42,21 @@ def probe(env: HealthEnv) -> Probe:
     return Probe("ok", emb.model_id, int(vectors.shape[1]))
 
 
-def expected_dim(ctx: Context) -> int | None:
-    """The dimension stored vectors must have: the database's recorded identity, else the
-    backend's live answer, else None (unknown: only lengths no float32 vector can have are
-    wrong). Raises NotApplicable when the backend contradicts the record (which one is
-    right is for a person to decide; `embedding_backend` reports it) — a wrong record must
-    never make a repair drop every vector."""
+def expected_dim(ctx: Context) -> tuple[int | None, str]:
+    """(the dimension stored vectors must have, why it is unknown). The database's
+    recorded identity decides, else the backend's live answer; when neither is known, or
+    the backend contradicts the record (which one is right is for a person to decide —
+    `embedding_backend` reports it), None: then only lengths no float32 vector can have
+    are wrong, so a wrong record never makes a repair drop every vector."""
     state, p = ctx.state, ctx.probe
     if state.model is not None and state.dim:
         if p.status == "ok" and (p.model, p.dim) != (state.model, state.dim):
-            raise NotApplicable(f"the backend ({p.model}, {p.dim}-d) and the recorded identity ({state.model}, "
-                                f"{state.dim}-d) disagree; see embedding_backend")
-        return int(state.dim)
-    return p.dim if p.status == "ok" else None
+            return None, (f"the backend ({p.model}, {p.dim}-d) contradicts the recorded identity ({state.model}, "
+                          f"{state.dim}-d); only impossible lengths are checked")
+        return int(state.dim), ""
+    if p.status == "ok":
+        return p.dim, ""
+    return None, "no recorded model and no backend answer; only impossible lengths are checked"
 
 
 # --------------------------------------------------------------- dimension
@@ -68,7 +70,7 @@ def _memories_sound(ctx: Context, want: int | None) -> bool:
 
 
 def _bad(ctx: Context) -> dict[str, list[tuple[int, int]]]:
-    dim = expected_dim(ctx)
+    dim, _ = expected_dim(ctx)
     want = 4 * dim if dim else None
     return {t: [] if t == "memories" and _memories_sound(ctx, want) else
             ctx.s.inventory.bad_vectors(t, want, ctx.state.stale_range(t), ctx.agent) for t in TABLES}
@@ -79,8 +81,9 @@ def detect_dimension(ctx: Context) -> list[Issue]:
     count = sum(len(rows) for rows in bad.values())
     if not count:
         return []
-    return [{"expected_dim": expected_dim(ctx), "count": count, "memories": len(bad["memories"]),
-             "episodes": len(bad["episodes"]), "repairable": count,
+    dim, unknown = expected_dim(ctx)
+    return [{"expected_dim": dim, **({"note": unknown} if unknown else {}), "count": count,
+             "memories": len(bad["memories"]), "episodes": len(bad["episodes"]), "repairable": count,
              "lengths": sorted({length for rows in bad.values() for _, length in rows})[:10],
              "ids": {t: sample([r[0] for r in rows]) for t, rows in bad.items() if rows}}]
 
@@ -110,7 +113,7 @@ def _null_issue(ctx: Context, table: str) -> list[Issue]:
                    reason="no embedding backend configured: rows are kept without vectors (keyword search only)")
     elif table == "memories" and rows and null / rows > CRITICAL_SHARE:
         out["severity"] = "critical"
-    if ctx.probe.status == "ok" and ctx.env.embed is not None:
+    if ctx.probe.status == "ok":
         out["repairable"] = min(null - locked, MAX_REEMBED)
     else:
         out["repairable"] = 0

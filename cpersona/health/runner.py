@@ -1,11 +1,13 @@
 """`check_health`: run the registry (cpersona/health/registry.py) and, with `fix`, repair.
 
 The fix run, in order:
-  1. validate the check names; while persistence is paused the run is a report only
-     (`repairs_skipped`, `repairs_skip_reason`);
+  1. validate the check names; while persistence is paused, or on a file open read-only,
+     the run is a report only (`repairs_skipped`, `repairs_skip_reason`);
   2. probe the embedding backend, read the recorded vector identity;
   3. detect every check on read snapshots, no lock held — whole-file scans (quick_check)
-     and process state (resident index) only ever run here;
+     and process state (resident index) only ever run here; FTS5's integrity-check, which
+     SQLite runs as a write, holds the file's write lock, so a report stops it after
+     REPORT_LOCK_LIMIT seconds;
   4. compute the vectors of rows that lack one (no lock held);
   5. ONE write transaction: each check that found something repairable detects again and
      repairs (each check inside its own savepoint, so one failing repair undoes only itself);

@@ -52,16 +52,16 @@ class Database:
         path = path if self.memory else os.path.expanduser(path)
         self.path = path
         self.read_only = read_only
-        if read_only:
-            self._init_read_only(fts_enabled)
-            return
-        if not self.memory:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._commit_order = threading.RLock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
+        if read_only:
+            self._init_read_only(fts_enabled)
+            return
+        if not self.memory:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self._writer = self._connect()
         except sqlite3.Error as err:
@@ -84,11 +84,6 @@ class Database:
         self._install_vocab(self._writer)
 
     def _init_read_only(self, fts_enabled: bool) -> None:
-        self._lock = threading.RLock()
-        self._commit_order = threading.RLock()
-        self._local = threading.local()
-        self._readers = []
-        self._closed = False
         if self.memory or not os.path.isfile(self.path):
             raise StorageError(f"{self.path}: no such database file")
         try:
@@ -135,7 +130,8 @@ class Database:
     def write(self) -> Iterator[Session]:
         """One IMMEDIATE write transaction; commit on success, roll back on any exception.
         Callbacks registered with `session.after(fn)` run after COMMIT, in commit order.
-        Raises StorageError on a read-only Database."""
+        Raises StorageError on a read-only Database, DatabaseBusy when another connection
+        keeps the file's write lock past the busy timeout."""
         if self.read_only:
             raise StorageError(f"{self.path} is open read-only; nothing can be written")
         with self._commit_order:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from itertools import groupby
 from typing import Any
 
-from cpersona.health.model import MARKER_TEXT, MENTION_TEXT, Context, Issue, sample
+from cpersona.health.model import MARKER_TEXT, MENTION_TEXT, Context, Issue, row_issue, sample
 from cpersona.util.text import strip_markers
 
 #: A Discord user mention: <@123> or the nickname form <@!123>, and the space after it.
@@ -41,12 +41,7 @@ def _changes(rows: Rows, transform: Transform) -> list[tuple[int, str, int]]:
 
 
 def _rewrite_issue(rows: Rows, transform: Transform, **extra: Any) -> list[Issue]:
-    changes = _changes(rows, transform)
-    if not changes:
-        return []
-    locked = sum(1 for c in changes if c[2])
-    return [{"count": len(changes), "locked": locked, "repairable": len(changes) - locked,
-             "ids": sample([c[0] for c in changes]), **extra}]
+    return row_issue([(row_id, bool(locked)) for row_id, _, locked in _changes(rows, transform)], **extra)
 
 
 def _rewrite(ctx: Context, rows: Rows, transform: Transform) -> dict[str, Any]:
@@ -156,12 +151,7 @@ def fix_duplicates(ctx: Context, issue: Issue) -> dict[str, Any]:
 def detect_empty(ctx: Context) -> list[Issue]:
     if not ctx.census()["blank"]:
         return []
-    rows = ctx.s.repairs.blank_memories(ctx.agent)
-    if not rows:
-        return []
-    locked = sum(1 for _, lk in rows if lk)
-    return [{"count": len(rows), "locked": locked, "repairable": len(rows) - locked,
-             "ids": sample([r[0] for r in rows])}]
+    return row_issue([(row_id, bool(locked)) for row_id, locked in ctx.s.repairs.blank_memories(ctx.agent)])
 
 
 def fix_empty(ctx: Context, issue: Issue) -> dict[str, Any]:

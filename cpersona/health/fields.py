@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from cpersona.health.model import Context, Issue, sample
+from cpersona.health.model import Context, Issue, row_issue, sample
 from cpersona.util.text import normalize_source
 from cpersona.util.time import parse_ts
 
@@ -43,11 +43,8 @@ def detect_json(ctx: Context) -> list[Issue]:
     if not ctx.census()["bad_json"]:
         return []
     rows = ctx.s.repairs.invalid_json(ctx.agent)
-    if not rows:
-        return []
-    locked = sum(1 for r in rows if r[3])
-    return [{"count": len(rows), "source": sum(r[1] for r in rows), "metadata": sum(r[2] for r in rows),
-             "locked": locked, "repairable": len(rows) - locked, "ids": sample([r[0] for r in rows])}]
+    return row_issue([(r[0], bool(r[3])) for r in rows], source=sum(r[1] for r in rows),
+                     metadata=sum(r[2] for r in rows))
 
 
 def fix_json(ctx: Context, issue: Issue) -> dict[str, Any]:

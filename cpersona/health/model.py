@@ -213,3 +213,13 @@ def crashed(check: Check, err: BaseException) -> Issue:
 
 def sample(ids: list[int]) -> list[int]:
     return ids[:SAMPLE]
+
+
+def row_issue(rows: list[tuple[int, bool]], **extra: Any) -> list[Issue]:
+    """The issue of a row defect from (id, locked) of the defective rows: `count`,
+    `locked` (never repaired), `repairable`, sample `ids` — or no issue for no rows."""
+    if not rows:
+        return []
+    locked = sum(1 for _, is_locked in rows if is_locked)
+    return [{"count": len(rows), "locked": locked, "repairable": len(rows) - locked,
+             "ids": sample([row_id for row_id, _ in rows]), **extra}]

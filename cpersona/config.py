@@ -78,6 +78,8 @@ class Settings(BaseModel):
                                     description="Longest profile, in characters (cut beyond).")
     max_metadata_length: int = Field(8000, ge=2, le=1_000_000,
                                      description="Longest source / metadata JSON, in characters.")
+    startup_integrity_check: bool = Field(True, description="At start, run SQLite's quick_check in the background "
+                                          "and log an error when the file is damaged.")
     # ---------------------------------------------------------------- embedding
     embedding_mode: Literal["auto", "none", "http", "local", "api"] = Field(
         "auto", description="auto = http if a URL is set, else the bundled model if installed, else none; "

@@ -63,6 +63,21 @@ class StorageUnavailable(StorageError):
         return out
 
 
+class DatabaseDamaged(StorageUnavailable):
+    """The database file is damaged: a corrupt page, or not a SQLite database at all
+    (`kind` "corrupt")."""
+
+
+class DatabaseBusy(StorageUnavailable):
+    """Another connection (usually another process) kept the write lock past the busy
+    timeout (`kind` "busy")."""
+
+
+class StatementTimeout(StorageError):
+    """A statement was stopped at its time limit (one that holds the write lock while it
+    runs, stopped so that other writers do not wait past their busy timeout)."""
+
+
 class SchemaTooNew(StorageError):
     """The database was written by a newer cpersona; opening it would risk the data."""
 

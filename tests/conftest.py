@@ -274,6 +274,19 @@ class RawStdio:
         return self.proc.wait(30)
 
 
+@pytest.fixture
+def cli_db(tmp_path, monkeypatch) -> Path:
+    """An in-process CLI run's environment: no CPERSONA_* / EMBEDDING_* variable of the
+    caller, CPERSONA_DB_PATH = tmp_path/cli.db (not created), embeddings off."""
+    for key in list(os.environ):
+        if key.startswith(("CPERSONA_", "EMBEDDING_")):
+            monkeypatch.delenv(key)
+    db = tmp_path / "cli.db"
+    monkeypatch.setenv("CPERSONA_DB_PATH", str(db))
+    monkeypatch.setenv("CPERSONA_EMBEDDING_MODE", "none")
+    return db
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """os.environ without any CPERSONA_* / EMBEDDING_* variable (but with the update check
     off), plus `extra`."""

@@ -9,6 +9,7 @@ listed once in COMMANDS; a new command is one more module here.
     cpersona reembed         re-embed stored rows after an embedding-model change
     cpersona proxy           relay MCP from stdio to a remote streamable-HTTP server
     cpersona embed-server    HTTP /embed server with the bundled model (own flags)
+    cpersona checkup         check (and with --fix repair) a database file; exit 2 = critical
 
 Exit codes: 0 success; 1 the command ran but could not do what was asked (not found,
 locked, refused); 2 bad usage, configuration or an unusable database (one line on stderr,
@@ -23,13 +24,13 @@ import logging
 import sys
 
 from cpersona import __version__
-from cpersona.cli import proxy, read, reembed, serve, settings, write
+from cpersona.cli import checkup, proxy, read, reembed, serve, settings, write
 from cpersona.cli.common import USAGE, fail
 from cpersona.config import Settings
 from cpersona.errors import ConfigError, InvalidArgument, StorageError
 
 #: Subcommand modules, each with `add_parser(subparsers)` setting `func(settings, args) -> int`.
-COMMANDS = (serve, read, write, settings, reembed, proxy)
+COMMANDS = (serve, read, write, settings, reembed, proxy, checkup)
 EMBED_SERVER = "embed-server"
 INTERRUPTED = 130
 

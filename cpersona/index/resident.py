@@ -51,6 +51,13 @@ class ResidentIndexes:
                 self._indexes = {t: load_index(self.db, t, dim, state.stale_range(t)) for t in TABLES}
             return self._indexes
 
+    def loaded(self) -> dict[str, tuple[int, int]] | None:
+        """{table: (vectors held, dimension)} of the loaded indexes; None when not loaded."""
+        with self.lock:
+            if self._indexes is None:
+                return None
+            return {t: (len(index), index.dim) for t, index in self._indexes.items()}
+
     def invalidate(self) -> None:
         """Drop the indexes; the next `get` reloads them."""
         with self.lock:

@@ -8,6 +8,9 @@ function-calling converters do not resolve references), pydantic's `title`s are 
 (omitting it is how a client says "none": `anyOf: [T, null]` is published as `T`), and so
 are the defaults that say nothing (`""`, `[]`, `null`, `false`) and
 `additionalProperties: true` (the JSON Schema default). Descriptions are one line.
+Arguments of `UNPUBLISHED` are accepted and validated by the tool's argument model but
+left out of the published schema: clients written for the original send them unasked
+(`session_key`), and every conversation would otherwise pay for them on 16 tools.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ DELETE = ToolAnnotations(idempotent_hint=True)
 CALIBRATE = ToolAnnotations(destructive_hint=False)
 
 _DROPPED = frozenset({"title", "$defs", "definitions"})
+#: Accepted, validated, not published (see the module doc).
+UNPUBLISHED = frozenset({"session_key"})
 _NULL = {"type": "null"}
 #: Defaults that tell a client nothing an omitted argument would not.
 _EMPTY_DEFAULTS: tuple[Any, ...] = ("", [], None, False)
@@ -52,7 +57,13 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
     `anyOf: [T, {type: null}]` → `T`. Raises ValueError for a reference it cannot resolve
     (a recursive model: a tool argument must not be one)."""
     defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
-    return _compact(schema, defs, ())
+    out = _compact(schema, defs, ())
+    props = out.get("properties")
+    if isinstance(props, dict) and UNPUBLISHED & props.keys():
+        out["properties"] = {k: v for k, v in props.items() if k not in UNPUBLISHED}
+        if "required" in out:
+            out["required"] = [r for r in out["required"] if r not in UNPUBLISHED]
+    return out
 
 
 def _compact(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:

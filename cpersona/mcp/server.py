@@ -9,8 +9,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import Tool
 
 from cpersona import __version__
+from cpersona.mcp import liveness
 from cpersona.mcp.registry import compact_schema
-from cpersona.mcp.tools import manage, memory, quality, updates
+from cpersona.mcp.tools import health, manage, memory, quality, updates
 from cpersona.service.engine import Engine
 
 #: The SDK's log levels (`log_level` is passed upper-cased).
@@ -26,7 +27,7 @@ INSTRUCTIONS = (
 )
 
 #: Tool groups, each a module with `register(app, engine)`.
-TOOL_MODULES = (manage, memory, quality, updates)
+TOOL_MODULES = (manage, memory, quality, updates, health)
 
 
 class MemoryServer(MCPServer):
@@ -55,4 +56,5 @@ def build_server(engine: Engine, log_level: str = "WARNING", guard: ServerMiddle
     )
     for module in TOOL_MODULES:
         module.register(app, engine)
+    liveness.register(app)
     return app

@@ -8,6 +8,7 @@ collaborators together, and exposes every tool's behaviour through the service m
     admin.py    delete / lock / unlock, delete_agent_data, profiles, pause, queue, stats
     quality.py  calibrate_threshold, set_recall_precision, get_recall_precision
     updates.py  check_update, the update notice of status answers
+    health.py   check_health, deep_check, the integrity check at start
 
 The MCP tools (cpersona/mcp/tools/) and the CLI (cpersona/cli/) call these methods and only
 serialise what they return. Thread-safety: every public method may be called from any
@@ -16,6 +17,7 @@ thread; network I/O (embedding) never happens while the write lock is held.
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from cpersona.calibration.runner import Calibration
@@ -25,11 +27,13 @@ from cpersona.embedding.base import Embedder
 from cpersona.embedding.cache import QueryCache
 from cpersona.embedding.gateway import EmbeddingGateway
 from cpersona.embedding.provider import build_embedder
+from cpersona.errors import DatabaseDamaged
 from cpersona.index.resident import ResidentIndexes
 from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy.pause import Pause
 from cpersona.policy.projects import OperatingContext
 from cpersona.service.admin import AdminService
+from cpersona.service.health import HealthService
 from cpersona.service.listing import ListingService
 from cpersona.service.quality import QualityService
 from cpersona.service.recall import PoolCounts, RecallService
@@ -39,6 +43,7 @@ from cpersona.storage import Database
 from cpersona.updates.checker import UpdateCheck
 
 _UNSET: object = object()
+log = logging.getLogger(__name__)
 
 
 class _IndexAccess:
@@ -49,7 +54,21 @@ class _IndexAccess:
         self.current = engine.indexes
 
 
-class Engine(WriteService, RecallService, ListingService, AdminService, QualityService, UpdateService):
+def open_database(settings: Settings) -> tuple[Database, str]:
+    """(database, damage). A file too damaged to migrate is opened read-only instead, so
+    the server still starts, answers what it can read, and says why it writes nothing."""
+    try:
+        return Database(settings.db_path, settings.fts_enabled, settings.busy_timeout_ms), ""
+    except DatabaseDamaged as err:
+        # raises when nothing is readable at all
+        db = Database(settings.db_path, settings.fts_enabled, settings.busy_timeout_ms, read_only=True)
+        log.error("%s. Serving it READ-ONLY: nothing will be written. Keep a copy of the file (with its -wal), "
+                  "then run `cpersona checkup` and restore a backup or rebuild from an export", err)
+        return db, str(err)
+
+
+class Engine(WriteService, RecallService, ListingService, AdminService, QualityService, UpdateService,
+             HealthService):
     """The memory server's service layer over one database.
 
     Args:
@@ -63,13 +82,15 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
     Raises:
         ConfigError: the configured embedding backend cannot be built.
         SchemaTooNew: the database file was written by a newer cpersona.
+        StorageError: the file cannot be opened at all (a damaged file that can still be
+            read is served read-only; `damage` says why).
     """
 
     def __init__(self, settings: Settings, embedder: Embedder | object | None = _UNSET,
                  start_background: bool = True) -> None:
         self.settings = settings
         backend = build_embedder(settings) if embedder is _UNSET else embedder
-        self.db = Database(settings.db_path, settings.fts_enabled, settings.busy_timeout_ms)
+        self.db, self.damage = open_database(settings)
         self.pause = Pause()
         self.gateway = EmbeddingGateway(backend, self.db, Advisory(settings.degraded_advisory),  # type: ignore[arg-type]
                                         QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl))
@@ -99,22 +120,27 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         return self.gateway.advisory
 
     def start_background(self) -> None:
-        """Start loading the embedding model, the task queue worker and the startup
-        calibration. Idempotent."""
+        """Start loading the embedding model, the task queue worker, the startup
+        calibration and the integrity check (a read-only file runs neither queue nor
+        calibration: they write). Idempotent."""
         if self._started:
             return
         self._started = True
         start = getattr(self.embedder, "start", None)
         if start is not None:
             start()
-        if self.settings.task_queue_enabled:
+        if self.settings.task_queue_enabled and not self.db.read_only:
             self.queue.start()
-        self.calibration.start()
+        if not self.db.read_only:
+            self.calibration.start()
+        if self.settings.startup_integrity_check and not self.db.memory:
+            self.start_integrity_watch()
 
     def close(self) -> None:
         """Stop background work and close the database and backend. Idempotent."""
         self.queue.stop()
         self.calibration.stop()
+        self.stop_integrity_watch()
         self._query_pool.shutdown(wait=True)
         self.gateway.close()
         self.db.close()

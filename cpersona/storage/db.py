@@ -54,6 +54,9 @@ class Database:
         fts_enabled: create/maintain the FTS5 tables (CPERSONA_FTS_ENABLED).
         busy_timeout_ms: how long a statement waits for another connection's lock before
             it fails as busy (CPERSONA_BUSY_TIMEOUT_MS; https://www.sqlite.org/pragma.html#pragma_busy_timeout).
+        read_only: open an EXISTING file as it is — no folder or file created, no migration,
+            no journal-mode change, every connection query-only; `write()` raises
+            StorageError. For inspecting a file (`cpersona checkup`) or serving a damaged one.
 
     Attributes:
         fts_enabled: the FTS5 index is maintained and searched.
@@ -64,16 +67,17 @@ class Database:
 
     Raises:
         SchemaTooNew: the file's schema version is newer than this code (file untouched).
+        DatabaseDamaged: the file is damaged (a corrupt page, or not a database at all).
         StorageError: the file cannot be opened as a SQLite database (StorageUnavailable
             when a named condition is the cause: busy past MIGRATION_WAIT_S, disk full, …).
     """
 
-    def __init__(self, path: str, fts_enabled: bool = True, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    def __init__(self, path: str, fts_enabled: bool = True, busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+                 read_only: bool = False) -> None:
         self.memory = path == ":memory:"
         path = path if self.memory else os.path.expanduser(path)
         self.path = path
-        if not self.memory:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
         self._lock = threading.RLock()
         self._commit_order = threading.RLock()
         self._local = threading.local()
@@ -82,6 +86,12 @@ class Database:
         self.sqlite_version = sqlite3.sqlite_version
         self.busy_timeout_ms = busy_timeout_ms
         self.conditions = Conditions(path, busy_timeout_ms)
+        self.fts_problem = ""
+        if read_only:
+            self._init_read_only(fts_enabled)
+            return
+        if not self.memory:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self._writer = self._connect()
         except sqlite3.Error as err:
@@ -107,6 +117,22 @@ class Database:
                         "the trigram tokenizer (SQLite >= 3.34) to restore it", self.sqlite_version,
                         self.fts_problem)
         self._install_vocab(self._writer)
+
+    def _init_read_only(self, fts_enabled: bool) -> None:
+        if self.memory or not os.path.isfile(self.path):
+            raise StorageError(f"{self.path}: no such database file")
+        try:
+            self._writer = self._connect()
+            self.fts_enabled = fts_enabled and migration.has_fts(self._writer)
+        except sqlite3.Error as err:
+            if getattr(self, "_writer", None) is not None:
+                self._writer.close()
+            raise self._open_failure(err) from err
+        try:
+            self._install_vocab(self._writer)
+        except sqlite3.Error as err:  # keyword search still works without the pruning tables
+            log.warning("%s: FTS vocabulary tables unavailable: %s", self.path, err)
+        self._writer.execute("PRAGMA query_only=1")
 
     def _open_failure(self, err: sqlite3.Error) -> StorageError:
         failure = self.conditions.translate(err, logged=False)  # the caller reports it (one line)
@@ -141,9 +167,16 @@ class Database:
                 raise
             raise failure from err
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, mode: str | None = None) -> sqlite3.Connection:
+        """A connection with the busy timeout; `mode` ("ro" / "rw") opens an existing file
+        only (SQLite URI, https://www.sqlite.org/uri.html), default: read-write-create
+        (or "ro" for a read-only Database)."""
+        mode = mode or ("ro" if self.read_only else None)
+        target, uri = self.path, False
+        if mode is not None and not self.memory:
+            target, uri = f"{Path(self.path).resolve().as_uri()}?mode={mode}", True
         timeout = self.busy_timeout_ms
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout / 1000)
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout / 1000, uri=uri)
         conn.execute(f"PRAGMA busy_timeout={timeout}")
         return conn
 
@@ -163,8 +196,11 @@ class Database:
         """One IMMEDIATE write transaction; commit on success, roll back on any exception.
         Callbacks registered with `session.after(fn)` run after COMMIT, in commit order.
 
-        Raises StorageUnavailable (nothing written) when the lock is not granted within
-        the busy timeout ("busy") or the file cannot take the write (disk full, I/O, …)."""
+        Raises StorageError on a read-only Database; StorageUnavailable (nothing written)
+        when the lock is not granted within the busy timeout (DatabaseBusy) or the file
+        cannot take the write (disk full, I/O, …)."""
+        if self.read_only:
+            raise StorageError(f"{self.path} is open read-only; nothing can be written")
         with self._commit_order:
             with self._lock, self._named():
                 conn = self._writer
@@ -206,6 +242,13 @@ class Database:
             size = max(1, min(CHUNK_MAX_SIZE, int(size * CHUNK_TARGET_S / held)))
             time.sleep(held * random.uniform(0.5, 1.5))
 
+    @contextmanager
+    def commits_settled(self) -> Iterator[None]:
+        """Hold this process's writers off: inside, every transaction it committed has run
+        its after-commit callbacks (so in-memory mirrors agree with the file)."""
+        with self._commit_order:
+            yield
+
     def reader(self) -> sqlite3.Connection:
         """The calling thread's read connection (autocommit; never holds a transaction)."""
         if self.memory:
@@ -230,6 +273,37 @@ class Database:
                     yield self._session(self._writer)
             else:
                 yield self._session(self.reader())
+
+    @contextmanager
+    def scratch(self) -> Iterator[Session]:
+        """A session whose transaction is ALWAYS rolled back, on a private read-write
+        connection (not the shared writer: this process's readers and its write lock are not
+        held). For statements SQLite runs as writes although they change nothing, such as
+        the FTS5 'integrity-check' command: while one runs it holds the FILE's write lock,
+        so other writers wait (busy timeout). Waits up to the busy timeout for that lock
+        itself. Raises StorageError when the file cannot be opened for writing."""
+        if self.memory:
+            with self._lock:
+                self._writer.execute("SAVEPOINT scratch")
+                try:
+                    yield self._session(self._writer)
+                finally:
+                    self._writer.execute("ROLLBACK TO scratch")
+                    self._writer.execute("RELEASE scratch")
+            return
+        try:
+            conn = self._connect("rw")
+        except sqlite3.Error as err:
+            raise StorageError(f"{self.path} cannot be opened for writing: {err}") from err
+        try:
+            conn.execute("BEGIN")
+            try:
+                yield self._session(conn)
+            finally:
+                if conn.in_transaction:  # an interrupted write statement already rolled it back
+                    conn.execute("ROLLBACK")
+        finally:
+            conn.close()
 
     def data_version(self) -> int:
         """PRAGMA data_version of the write connection: changes only when ANOTHER

@@ -4,8 +4,8 @@
 error, read-only file, corrupt file, out of memory — into a `StorageUnavailable` that names
 the condition and what fixes it; any other error (a bug, a constraint) is returned as is.
 
-Logging is per state change, not per call: the first failure of a kind is one WARNING (no
-traceback), repeats are counted silently, and the first successful write afterwards logs
+Logging is per state change, not per call: the first failure of a kind is one WARNING (an
+ERROR for a damaged file; no traceback), repeats are counted silently, and the first successful write afterwards logs
 one INFO "usable again" (a full disk, a read-only file or a lock held by another process
 clears by itself once the cause is gone; SQLite keeps the file consistent meanwhile).
 A corrupt file does not heal: it is reported once per process.
@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from cpersona.errors import StorageUnavailable
+from cpersona.errors import DatabaseBusy, DatabaseDamaged, StorageUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,20 @@ CONDITIONS = {
 }
 
 
+#: error_kind → the exception raised for it (StorageUnavailable for the others).
+_RAISED: dict[str, type[StorageUnavailable]] = {"busy": DatabaseBusy, "corrupt": DatabaseDamaged}
+
+
+def unavailable(message: str, condition: Condition) -> StorageUnavailable:
+    """The exception naming `condition`."""
+    return _RAISED.get(condition.kind, StorageUnavailable)(message, condition.kind, condition.retry_after_ms)
+
+
+def _level(condition: Condition) -> int:
+    """ERROR for a condition that does not heal by itself (a damaged file), else WARNING."""
+    return logging.WARNING if condition.heals else logging.ERROR
+
+
 def condition_of(err: BaseException) -> Condition | None:
     """The environmental condition behind `err`, or None (not a SQLite error, or a bug)."""
     code = getattr(err, "sqlite_errorcode", None)
@@ -103,15 +117,30 @@ class Conditions:
             return err
         message = f"database {self.path} {condition.text.format(timeout_s=self.timeout_s)} ({err})"
         if not logged:
-            return StorageUnavailable(message, condition.kind, condition.retry_after_ms)
+            return unavailable(message, condition)
         with self._lock:
             active = self._active.get(condition.kind)
             if active is None:
                 self._active[condition.kind] = _Active(condition, str(err), time.time())
-                log.warning("%s", message)
+                log.log(_level(condition), "%s", message)
             else:
                 active.count += 1
-        return StorageUnavailable(message, condition.kind, condition.retry_after_ms)
+        return unavailable(message, condition)
+
+    def observe(self, kind: str, detail: str, message: str) -> bool:
+        """Record a condition found outside a failing call (e.g. the start-up integrity
+        check) and log `message` — unless the condition is already known, so each state
+        change is logged once whoever notices it. Returns True when it was logged."""
+        condition = next((c for c in CONDITIONS.values() if c.kind == kind), None)
+        if condition is None:
+            raise ValueError(f"unknown condition kind {kind!r}")
+        with self._lock:
+            if kind in self._active:
+                self._active[kind].count += 1
+                return False
+            self._active[kind] = _Active(condition, detail, time.time())
+        log.log(_level(condition), "%s", message)
+        return True
 
     def write_succeeded(self) -> None:
         """A write committed: every condition that heals by itself is over."""

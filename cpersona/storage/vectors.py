@@ -44,6 +44,11 @@ class VectorRepo:
             where, params = where + " AND agent_id = ?", [*params, agent_id]
         return [r[0] for r in self.conn.execute(f"SELECT id FROM memories WHERE {where} ORDER BY id", params)]
 
+    def count_embedded(self, table: str, dim: int, stale: tuple[int, int]) -> int:
+        """Rows of `table` embedded by the active model (what its resident index must hold)."""
+        where, params = _embedded(dim, stale)
+        return self.conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}", params).fetchone()[0]
+
     def newest_memories(self, dim: int, stale: tuple[int, int], agent_id: str | None, n: int) -> list[tuple[int, str]]:
         """(id, timestamp) of the n embedded memories with the greatest timestamp."""
         where, params = _embedded(dim, stale)

@@ -41,6 +41,13 @@ STOPWORDS = frozenset(
 )
 
 
+def strip_markers(text: str) -> str:
+    """`text` without its `[Memory from …]` markers (and the whitespace after each),
+    stripped; `text` unchanged when it holds no marker."""
+    clean = _MARKER.sub("", text)
+    return clean.strip() if clean != text else text
+
+
 def sanitize(text: str, cap: int) -> tuple[str, bool]:
     """Remove `[Memory from …]` markers (and the whitespace after each), strip, cut to `cap`.
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from cpersona.cli import main
 
@@ -11,14 +9,8 @@ from conftest import db_rows, new_engine
 
 
 @pytest.fixture
-def cli(tmp_path, monkeypatch, capsys):
+def cli(cli_db, monkeypatch, capsys):
     """Run `cpersona ARGS` in-process against tmp_path/cli.db; returns (status, stdout, stderr)."""
-    for key in list(os.environ):
-        if key.startswith(("CPERSONA_", "EMBEDDING_")):
-            monkeypatch.delenv(key)
-    db = tmp_path / "cli.db"
-    monkeypatch.setenv("CPERSONA_DB_PATH", str(db))
-    monkeypatch.setenv("CPERSONA_EMBEDDING_MODE", "none")
     monkeypatch.setenv("COLUMNS", "200")  # rich: one table row per line
 
     def run(*args):
@@ -26,7 +18,7 @@ def cli(tmp_path, monkeypatch, capsys):
         out = capsys.readouterr()
         return status, out.out, out.err
 
-    run.db = db
+    run.db = cli_db
     return run
 
 

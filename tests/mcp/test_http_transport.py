@@ -163,3 +163,14 @@ def test_unauthenticated_opt_in_warns_once_for_forwarded_requests(tmp_path):
             assert post_rpc(srv.url, "tools/list", headers={"X-Forwarded-For": "203.0.113.7"}).status_code == 200
         assert srv.stderr().count("logged once per process") == 1
         assert "x-forwarded-for" in srv.stderr()
+
+
+def test_health_route_is_liveness_only_and_needs_no_token(server):
+    from cpersona import __version__
+
+    response = httpx2.get(server.base + "/health")
+    assert response.status_code == 200 and response.headers["cache-control"] == "no-store"
+    body = response.json()
+    assert set(body) == {"status", "version", "uptime_seconds"}  # nothing about the stored data
+    assert body["status"] == "ok" and body["version"] == __version__ and body["uptime_seconds"] >= 0
+    assert httpx2.post(server.url, json={}).status_code == 401  # the tools still need the token

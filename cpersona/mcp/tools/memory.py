@@ -68,9 +68,8 @@ def register(app: MCPServer, engine: Engine) -> None:
         project_id: WriteProject = "",
         session_key: SessionKey = "",
     ) -> str:
-        """Keep one fact, decision or rule. The same content or id already stored in this
-        scope is skipped, never overwritten (use update_memory). Returns {ok, result:
-        stored|skipped|rejected, id}."""
+        """Keep one fact, decision or rule. Same content or id in this scope is skipped, never
+        overwritten (use update_memory). {ok, result: stored|skipped|rejected, id}."""
         fields = message_fields(message, {"content": content, "id": id, "source": source, "timestamp": timestamp,
                                           "metadata": metadata})
 
@@ -88,7 +87,7 @@ def register(app: MCPServer, engine: Engine) -> None:
 
     def recall(
         agent_id: AgentId,
-        query: Annotated[StrictStr, Field(description="A question, keywords or an identifier; '' = newest.")],
+        query: Annotated[StrictStr, Field(description="Question, keywords or an id; '' = newest.")],
         limit: RecallLimit = 10,
         channel: ReadChannel = "",
         project_id: ReadProject = None,
@@ -100,11 +99,9 @@ def register(app: MCPServer, engine: Engine) -> None:
         verbose: Verbose = False,
         session_key: SessionKey = "",
     ) -> str:
-        """Find relevant memories and session summaries; call it at the start of a task.
-        messages go WORST to BEST: the LAST is the best match. A row has content, ref (mem:N,
-        ep:N), timestamp, source, match_reason; a long row is a preview (content_truncated):
-        expand it with get_contents. advisory = degraded search: tell the user. gate = act on
-        its fix. [] = nothing relevant."""
+        """Find relevant memories and session summaries (call it at the start of a task).
+        messages run WORST to BEST: the LAST is the best. Long rows are previews: get_contents
+        expands their refs. advisory = degraded search: tell the user; gate: act on its fix."""
         req = RecallRequest(agent_id, query, limit, deep, channel, project_id, source_id, tuple(exclude_contents))
         return call("recall", lambda: engine.recall(req, preview_rows=True, full_content=full_content,
                                                     verbose=verbose), {"messages": []}, session_key)
@@ -114,14 +111,14 @@ def register(app: MCPServer, engine: Engine) -> None:
         summary: StrictStr,
         keywords: Annotated[StrictStr, Field(description="Space-separated.")] = "",
         history: Annotated[list[JsonObject], Field(max_length=10000,
-                                                   description="Turns; their timestamps date it.")] = [],  # noqa: B006
+                                                   description="Turns (timestamps date it).")] = [],  # noqa: B006
         resolved: Annotated[StrictBool, Field(description="The topic was concluded.")] = False,
         channel: StrictStr = "",
         project_id: StrictStr = "",
         session_key: SessionKey = "",
     ) -> str:
-        """Keep your summary of a finished session; recall finds it next to memories, and
-        older memories rank a little lower. Returns {ok, episode_id}."""
+        """Keep your summary of a finished session; recall finds it beside memories and older
+        memories rank lower. {ok, episode_id}."""
         return call("archive_episode", lambda: engine.archive_episode(
             agent_id, summary, keywords=keywords, history=history, resolved=resolved, channel=channel,
             project_id=project_id), {"episode_id": None}, session_key)

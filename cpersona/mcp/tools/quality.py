@@ -35,7 +35,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         agent_id: Agent,
         query: StrictStr,
         external_context: Annotated[list[JsonObject], Field(
-            max_length=MAX_ENTRIES, description="Your conversation: [{role, content, timestamp?}].")] = [],  # noqa: B006
+            max_length=MAX_ENTRIES, description="[{role, content, timestamp?}]")] = [],  # noqa: B006
         limit: RecallLimit = 10,
         channel: StrictStr = "",
         project_id: Project = None,

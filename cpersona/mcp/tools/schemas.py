@@ -26,14 +26,14 @@ ReadChannel = Annotated[StrictStr, Field(description="'' = all; 'X' = X + channe
 RecallLimit = Annotated[StrictInt, Field(ge=0, le=100)]
 #: list_* limits are clamped by the service (0..500 / 0..200), as the original clamps them.
 ListLimit = Annotated[StrictInt, Field(description="Clamped to 0..max.")]
-Cursor = Annotated[StrictStr, Field(description="next_cursor of the previous page.")]
+Cursor = Annotated[StrictStr, Field(description="A next_cursor.")]
 SessionKey = Annotated[StrictStr, Field(max_length=MAX_SESSION_KEY)]
 SourceId = Annotated[StrictStr, Field(description="Only rows whose source.id starts with this.")]
 Deep = Annotated[StrictBool, Field(description="Search harder (halves the gate).")]
-FullContent = Annotated[StrictBool, Field(description="Whole rows, not previews (200,000-char budget).")]
-Verbose = Annotated[StrictBool, Field(description="Every channel's score in match_reason.")]
+FullContent = Annotated[StrictBool, Field(description="Whole rows, not previews.")]
+Verbose = Annotated[StrictBool, Field(description="All scores in match_reason.")]
 JsonObject = dict[str, Any]
 #: A memory row: its id or its ref as recall prints it ("mem:12").
 MemoryRef = Annotated[StrictInt | StrictStr, Field(description="Id or 'mem:N'.")]
 EpisodeRef = Annotated[StrictInt | StrictStr, Field(description="Id or 'ep:N'.")]
-Owner = Annotated[StrictStr, Field(description="Owner check ('' = none).")]
+Owner = Annotated[StrictStr, Field(description="'' = no owner check.")]

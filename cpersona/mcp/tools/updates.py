@@ -20,11 +20,10 @@ def register(app: MCPServer, engine: Engine) -> None:
     """Add check_update to `app`, bound to `engine`."""
 
     def check_update(
-        refresh: Annotated[StrictBool, Field(description="Ask the index again (background).")] = False,
-        apply: Annotated[StrictBool, Field(description="Install the offered release (background; restart).")] = False,
+        refresh: Annotated[StrictBool, Field(description="Ask the index again.")] = False,
+        apply: Annotated[StrictBool, Field(description="Install it (then restart).")] = False,
     ) -> str:
-        """Is a newer release of this server out, or the running one withdrawn? Returns {state:
-        newer|yanked|current|unknown, latest, notice}. Only apply=true changes anything."""
+        """A newer release out, or this one withdrawn? {state, latest, notice}. apply installs."""
         return call("check_update", lambda: engine.check_update(refresh, apply))
 
     add_tools(app, ((check_update, CHECK),))

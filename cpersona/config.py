@@ -42,6 +42,12 @@ class Settings(BaseModel):
                                     description="Longest profile, in characters (cut beyond).")
     max_metadata_length: int = Field(8000, ge=2, le=1_000_000,
                                      description="Longest source / metadata JSON, in characters.")
+    # ------------------------------------------------------------- portability
+    export_dir: str = Field(
+        "", description="Folder export_memories / import_memories may use over MCP ('' = <database folder>/exports).")
+    max_import_bytes: int = Field(104_857_600, ge=1, le=2**40,
+                                  description="Largest file import_memories reads, in bytes (default 100 MiB).")
+    acl_file: str = Field("", description="The access-control file (JSON); `cpersona backup` keeps a copy of it.")
     # ---------------------------------------------------------------- embedding
     embedding_mode: Literal["auto", "none", "http", "local"] = Field(
         "auto", description="auto = http if a URL is set, else the bundled model if installed, else none.",

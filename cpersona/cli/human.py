@@ -58,14 +58,15 @@ def _open(settings: Settings, must_exist: bool = True) -> Engine | None: ...
 
 
 def _open(settings: Settings, must_exist: bool = True) -> Engine | None:
-    """An Engine without background work (the server runs the queue), or None when the
-    file does not exist and reading it was asked for."""
+    """An Engine without background work (the server runs the queue) that never changes
+    the database's recorded embedding model, or None when the file does not exist and
+    reading it was asked for."""
     from cpersona.service.engine import Engine
 
     path = settings.db_file
     if must_exist and path is not None and not path.exists():
         return None
-    return Engine(settings, start_background=False)
+    return Engine(settings, start_background=False, model_authority=False)
 
 
 def _wait_for_model(engine: Engine, console: Console) -> None:
@@ -131,16 +132,31 @@ def stats_command(settings: Settings, args: argparse.Namespace) -> int:
         db.add_row("schema", f"v{SCHEMA_VERSION}, FTS5 {'on' if st['fts'] else 'off'}")
         embedder = engine.embedder
         db.add_row("embedding backend", "none (keyword search only)" if embedder is None else _backend_label(embedder))
-        stale = st["awaiting_reembed"]
-        db.add_row("stored vectors", "none recorded yet" if st["stored_model"] is None else
-                   f"{st['stored_model']} ({st['stored_dim']}-d)" + (f"; {stale} rows await `cpersona reembed`"
-                                                                     if stale else ""))
+        db.add_row("stored vectors", _vectors_line(st))
         db.add_row("task queue", f"{queue['pending']} pending, {queue['failed']} failed, {queue['retries']} retries")
         console.print(db)
         console.print(_agents_table(st["agents"]) if st["agents"] else "no memories yet")
     finally:
         engine.close()
     return 0
+
+
+def _vectors_line(st: dict[str, Any]) -> str:
+    """The model of the stored vectors, a re-embedding in progress, unrecorded vectors."""
+    unrecorded, progress = st["unrecorded"], st["reembed"]
+    if unrecorded:
+        dims = ", ".join(f"{n} × {d}-d" for d, n in sorted(unrecorded["dims"].items()))
+        labels = ", ".join(map(repr, unrecorded["labels"])) or "none"
+        return (f"{unrecorded['rows']} vectors of an unrecorded model ({dims}; labels: {labels}); the server "
+                "verifies or re-embeds them at its next start")
+    if st["stored_model"] is None:
+        return "none recorded yet"
+    line = f"{st['stored_model']} ({st['stored_dim']}-d)"
+    if progress:
+        line += (f"; {progress['remaining']} of {progress['total']} rows still hold vectors of "
+                 f"{progress['from_model']} ({progress['from_dim']}-d): re-embedding in the server's background "
+                 "queue, or now with `cpersona reembed`")
+    return line
 
 
 def _agents_table(per_agent: list[dict[str, Any]]):

@@ -50,7 +50,7 @@ class ServiceBase:
             return None
         with self.resident.lock:
             state = self.gateway.current_state()
-            return self.resident.get(dim, state) if state is not None else None
+            return self.resident.get(dim, state) if state is not None and state.model is not None else None
 
     def gated(self, tool: str, agent_id: Any, project_id: Any, write: bool, run: Callable[[str | None], Any]) -> Any:
         """Run `run(resolved project_id)` behind the operating context's project rules:

@@ -6,7 +6,12 @@ collaborators together, and exposes every tool's behaviour through the service m
     recall.py   recall, recall_with_context, get_contents
     listing.py  list_memories, list_episodes
     admin.py    delete / lock / unlock, delete_agent_data, profiles, pause, queue, stats
+                (identity.py: the embedding model's identity at start and in stats)
     quality.py  calibrate_threshold, set_recall_precision, get_recall_precision
+    exporting.py, importing.py, merging.py   export / import / merge_memories,
+                migrate_channel_axis (large writes journaled by bulkwrite.py)
+
+`backups.py` (backup / restore) works on the files named by the settings, not on an Engine.
 
 The MCP tools (cpersona/mcp/tools/) and the CLI (cpersona/cli/) call these methods and only
 serialise what they return. Thread-safety: every public method may be called from any
@@ -15,6 +20,8 @@ thread; network I/O (embedding) never happens while the write lock is held.
 
 from __future__ import annotations
 
+import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from cpersona.calibration.runner import Calibration
@@ -28,14 +35,17 @@ from cpersona.index.resident import ResidentIndexes
 from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy.pause import Pause
 from cpersona.policy.projects import OperatingContext
+from cpersona.service import bulkwrite
 from cpersona.service.admin import AdminService
 from cpersona.service.listing import ListingService
+from cpersona.service.merging import MergeService
 from cpersona.service.quality import QualityService
 from cpersona.service.recall import PoolCounts, RecallService
 from cpersona.service.writes import WriteService
 from cpersona.storage import Database
 
 _UNSET: object = object()
+log = logging.getLogger(__name__)
 
 
 class _IndexAccess:
@@ -46,7 +56,7 @@ class _IndexAccess:
         self.current = engine.indexes
 
 
-class Engine(WriteService, RecallService, ListingService, AdminService, QualityService):
+class Engine(WriteService, RecallService, ListingService, AdminService, QualityService, MergeService):
     """The memory server's service layer over one database.
 
     Args:
@@ -55,6 +65,9 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         start_background: start model loading, the task queue worker and the startup
             calibration now; the MCP server passes False and calls `start_background()`
             once `initialize` is answered, so loading a model never delays the handshake.
+        model_authority: this process may change the database's recorded embedding model
+            (the server, `cpersona reembed`); False for every other command, which reports
+            a mismatch and searches by keyword instead (service/identity.py).
 
     Raises:
         ConfigError: the configured embedding backend cannot be built.
@@ -62,17 +75,19 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
     """
 
     def __init__(self, settings: Settings, embedder: Embedder | object | None = _UNSET,
-                 start_background: bool = True) -> None:
+                 start_background: bool = True, model_authority: bool = True) -> None:
         self.settings = settings
         backend = build_embedder(settings) if embedder is _UNSET else embedder
         self.db = Database(settings.db_path, settings.fts_enabled)
         self.pause = Pause()
         self.gateway = EmbeddingGateway(backend, self.db, Advisory(settings.degraded_advisory),  # type: ignore[arg-type]
-                                        QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl))
+                                        QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl),
+                                        authority=model_authority)
         self.resident = ResidentIndexes(self.db)
-        self.queue = TaskQueue(settings, self.db, self.pause, self.gateway, self.resident, self.refresh_if_changed)
+        self.queue = TaskQueue(settings, self.db, self.pause, self.gateway, self.resident, self.refresh_if_changed,
+                               prepare=self._prepare_identity)
         self.gateway.on_recovered = self.queue.wake  # rows queued while the backend was away can be embedded now
-        self.gateway.on_identity = self.resident.invalidate
+        self.gateway.on_identity = self._identity_decided
         self.operating_context = OperatingContext.from_settings(settings)
         self.calibration = Calibration(settings, self.db, self.gateway, _IndexAccess(self), self.pause)
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
@@ -102,6 +117,17 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         if self.settings.task_queue_enabled:
             self.queue.start()
         self.calibration.start()
+        with self.db.read() as s:
+            interrupted = bool(s.journal.ops())
+        if interrupted:
+            threading.Thread(target=self._recover_bulk_writes, name="cpersona-bulk-recovery", daemon=True).start()
+
+    def _recover_bulk_writes(self) -> None:
+        """Undo (or finish) the imports and merges a killed process left half done."""
+        try:
+            bulkwrite.recover(self.db, self._forget_rows)
+        except Exception:
+            log.exception("recovering interrupted imports / merges failed; the next bulk write retries")
 
     def close(self) -> None:
         """Stop background work and close the database and backend. Idempotent."""

@@ -129,6 +129,22 @@ class Database:
         else:
             yield self._session(self.reader())
 
+    @contextmanager
+    def snapshot(self) -> Iterator[Session]:
+        """One read transaction on a private connection: every query sees the same
+        committed state (an export's header counts and body agree) while writers go on."""
+        if self.memory:
+            with self._lock:
+                yield self._session(self._writer)
+            return
+        conn = self._connect()
+        try:
+            conn.execute("PRAGMA query_only=1")
+            conn.execute("BEGIN")
+            yield self._session(conn)
+        finally:
+            conn.close()  # ends the read transaction
+
     def data_version(self) -> int:
         """PRAGMA data_version of the write connection: changes only when ANOTHER
         connection (another process, or a reader) committed since the last call."""

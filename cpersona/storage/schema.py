@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cpersona.errors import SchemaTooNew
+from cpersona.storage import originals
 
 log = logging.getLogger(__name__)
 
@@ -160,12 +161,14 @@ def stored_version(conn: sqlite3.Connection) -> int | None:
 
 
 def check_not_newer(conn: sqlite3.Connection, path: str) -> None:
-    """Raise SchemaTooNew if the file's schema is newer than this code. Reads only."""
+    """Raise SchemaTooNew if the file's schema is newer than this code, unless it is an
+    original CPersona 2.6 file we open as is (`storage/originals.py`). Reads only."""
     version = stored_version(conn)
-    if version is not None and version > SCHEMA_VERSION:
+    if version is not None and version > SCHEMA_VERSION and not originals.opens_as_is(conn, version):
         raise SchemaTooNew(
             f"{path} has schema v{version}, newer than this cpersona (v{SCHEMA_VERSION}); "
-            "upgrade cpersona to open it (the file was not modified)"
+            "upgrade cpersona to open it, or copy its memories into a new database with "
+            "`cpersona import --from-db FILE` (the file was not modified)"
         )
 
 
@@ -213,8 +216,9 @@ def migrate(conn: sqlite3.Connection, fts_enabled: bool) -> None:
             step.run(conn)
     if fts_enabled:
         _bootstrap_fts(conn, rebuild_needed=had_memories)
-    with conn:
-        conn.execute("INSERT OR REPLACE INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+    if (stored_version(conn) or 0) <= SCHEMA_VERSION:  # an original's newer stamp is left as it is
+        with conn:
+            conn.execute("INSERT OR REPLACE INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
 
 
 def has_fts(conn: sqlite3.Connection) -> bool:

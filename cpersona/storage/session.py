@@ -12,7 +12,10 @@ from collections.abc import Callable
 from functools import cached_property
 
 from cpersona.storage.agents import AgentRepo
+from cpersona.storage.bulk import BulkRepo
+from cpersona.storage.dump import DumpRepo
 from cpersona.storage.episodes import EpisodeRepo
+from cpersona.storage.journal import JournalRepo
 from cpersona.storage.memories import MemoryRepo
 from cpersona.storage.meta import MetaRepo
 from cpersona.storage.profiles import ProfileRepo
@@ -68,3 +71,15 @@ class Session:
     @cached_property
     def agents(self) -> AgentRepo:
         return AgentRepo(self.conn)
+
+    @cached_property
+    def dump(self) -> DumpRepo:
+        return DumpRepo(self.conn)
+
+    @cached_property
+    def bulk(self) -> BulkRepo:
+        return BulkRepo(self.conn)
+
+    @cached_property
+    def journal(self) -> JournalRepo:
+        return JournalRepo(self.conn)

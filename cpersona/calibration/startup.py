@@ -46,8 +46,22 @@ def plan(cal: Calibration) -> str:
     return _RECALIBRATED.get(state, "auto" if s.auto_calibrate else "initial")
 
 
+def _revalidate(cal: Calibration) -> None:
+    """A sidecar restored at construction was compared with the model the database
+    RECORDED then; this start may decide on another one (a model change, an original's
+    database whose vectors carry no model). Once the backend has answered — the identity is
+    decided by then — a sidecar that no longer matches is treated as stale on THIS start."""
+    if cal.sidecar_state != "ok" or _wait_dim(cal) is None:
+        return
+    reason = cal.stale_reason(cal.loaded.data)
+    if reason:
+        cal.sidecar_state = "stale"
+        cal.problem = f"calibration file is stale: {reason}"
+
+
 def run(cal: Calibration) -> None:
     """The thread body: plan, then recalibrate what the plan says; progress in `cal.startup`."""
+    _revalidate(cal)
     action = plan(cal)
     cal.startup.action = action
     if action in ("restored", "noop"):

@@ -230,6 +230,10 @@ def recall_command(settings: Settings, args: argparse.Namespace) -> int:
         if advisory:
             note = advisory.get("reason") or advisory.get("evidence") or "search is degraded"
             console.print(f"[dim]note: {note}[/dim]")
+            if engine.advisory.state == "mismatch":  # this command's model is not the database's
+                from cpersona.embedding.gateway import FIX
+
+                console.print(f"[dim]{advisory.get('evidence')}; to fix: {FIX}[/dim]")
     finally:
         engine.close()
     return 0

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal, cast
 from mcp.server.mcpserver import MCPServer
 
 from cpersona import __version__
-from cpersona.mcp.tools import manage, memory, quality
+from cpersona.mcp.tools import manage, memory, portable, quality
 from cpersona.service.engine import Engine
 
 if TYPE_CHECKING:  # http_auth is imported only when a token is configured
@@ -25,7 +25,7 @@ INSTRUCTIONS = (
 )
 
 #: Tool groups, each a module with `register(app, engine)`.
-TOOL_MODULES = (manage, memory, quality)
+TOOL_MODULES = (manage, memory, quality, portable)
 
 
 def _start_after_handshake(engine: Engine):

@@ -130,9 +130,11 @@ class BulkRun:
         while i < len(items):
             with self.db.write() as s:
                 started = time.monotonic()
-                while i < len(items) and (time.monotonic() - started) < CHUNK_SECONDS:
+                while True:  # at least one row per chunk
                     write_one(s, self.op, items[i])
                     i += 1
+                    if i == len(items) or time.monotonic() - started >= CHUNK_SECONDS:
+                        break
             if progress is not None:
                 progress(i)
 

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import clean_env, db_rows, wait_until
 from cpersona.config import Settings
 from cpersona.devtools.fake_embed import FakeEmbedServer, fake_vector
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.service.engine import Engine
 
+from conftest import clean_env, db_rows, wait_until
 from quality_helpers import HashEmbedder, session_corpus, store_rows
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"

@@ -11,10 +11,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import db_rows, wait_until
 from cpersona.errors import InvalidArgument
 from cpersona.service import bulkwrite
 from cpersona.storage.bulk import BulkRepo
+
+from conftest import db_rows, wait_until
 
 
 def _fill(eng, agent="a", n=3):

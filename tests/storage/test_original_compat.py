@@ -22,6 +22,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+
 from conftest import MCP_SCENARIO_TIMEOUT, new_engine, wait_until
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"

@@ -10,9 +10,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import db_rows, new_engine
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.storage.dump import FIELDS
+
+from conftest import db_rows, new_engine
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 RELEASES = ("original-2.5.4", "original-2.6.14")

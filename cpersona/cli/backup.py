@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from cpersona.cli.progress import answer, bar, fail
+from cpersona.cli.progress import run_on_files
 from cpersona.config import Settings
-from cpersona.errors import InvalidArgument
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,28 +27,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=restore_command)
 
 
+def _backed_up(r: dict) -> str:
+    rows = r["rows"]
+    return (f"backed up {rows.get('memories', 0)} memories, {rows.get('episodes', 0)} episodes, "
+            f"{rows.get('profiles', 0)} profiles ({', '.join(f['role'] for f in r['files'])}) to {r['path']}")
+
+
 def backup_command(settings: Settings, args: argparse.Namespace) -> int:
     from cpersona.service.backups import backup
 
-    try:
-        with bar("backing up", args.json) as tick:
-            res = backup(settings, args.dest, tick)
-    except (InvalidArgument, OSError) as err:
-        return fail("backup", str(err))
-    rows = res["rows"]
-    return answer("backup", res, args.json, lambda r: (
-        f"backed up {rows.get('memories', 0)} memories, {rows.get('episodes', 0)} episodes, "
-        f"{rows.get('profiles', 0)} profiles ({', '.join(f['role'] for f in r['files'])}) to {r['path']}"))
+    return run_on_files("backup", args.json, lambda tick: backup(settings, args.dest, tick), _backed_up)
 
 
 def restore_command(settings: Settings, args: argparse.Namespace) -> int:
     from cpersona.service.backups import restore
 
-    try:
-        with bar("restoring", args.json) as tick:
-            res = restore(settings, args.src, tick)
-    except (InvalidArgument, OSError) as err:
-        return fail("restore", str(err))
-    return answer("restore", res, args.json, lambda r: (
+    return run_on_files("restore", args.json, lambda tick: restore(settings, args.src, tick), lambda r: (
         f"restored {', '.join(r['files'])} from {r['restored_from']}; the replaced files are in {r['kept']}. "
         "Restart the server to load the restored calibration."))

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from cpersona.cli.progress import answer, bar, fail, open_engine
+from cpersona.cli.progress import run_on_engine
 from cpersona.config import Settings
-from cpersona.errors import InvalidArgument
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,16 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def export_command(settings: Settings, args: argparse.Namespace) -> int:
-    engine = open_engine(settings)
-    if engine is None:
-        return fail("export", f"no database at {settings.db_file}")
-    try:
-        with bar("exporting", args.json) as tick:
-            res = engine.export_memories(args.agent, args.file, args.embeddings, confined=False, progress=tick)
-    except InvalidArgument as err:
-        return fail("export", str(err))
-    finally:
-        engine.close()
-    return answer("export", res, args.json, lambda r: (
+    return run_on_engine("export", settings, args.json, lambda engine, tick: engine.export_memories(
+        args.agent, args.file, args.embeddings, confined=False, progress=tick), lambda r: (
         f"exported {r['memories']} memories, {r['episodes']} episodes, {r['profiles']} profiles to {r['path']}"
         + (f" ({r['embeddings']} with vectors)" if args.embeddings else "")))

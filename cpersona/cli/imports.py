@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from cpersona.cli.progress import answer, bar, fail, open_engine
+from cpersona.cli.progress import fail, run_on_engine
 from cpersona.config import Settings
-from cpersona.errors import InvalidArgument
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,14 +40,6 @@ def import_command(settings: Settings, args: argparse.Namespace) -> int:
         return fail("import", "name one file: cpersona import FILE, or cpersona import --from-db FILE")
     if args.from_db and not is_sqlite(Path(args.from_db)):
         return fail("import", f"--from-db {args.from_db}: not a SQLite database file")
-    engine = open_engine(settings, must_exist=False)
-    assert engine is not None  # created when absent
-    try:
-        with bar("importing", args.json) as tick:
-            res = engine.import_memories(args.from_db or args.file, args.agent, args.dry_run, confined=False,
-                                         progress=tick)
-    except InvalidArgument as err:
-        return fail("import", str(err))
-    finally:
-        engine.close()
-    return answer("import", res, args.json, _summary)
+    return run_on_engine("import", settings, args.json, lambda engine, tick: engine.import_memories(
+        args.from_db or args.file, args.agent, args.dry_run, confined=False, progress=tick), _summary,
+        must_exist=False)

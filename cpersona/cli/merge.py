@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from cpersona.cli.progress import answer, bar, fail, open_engine
+from cpersona.cli.progress import run_on_engine
 from cpersona.config import Settings
-from cpersona.errors import InvalidArgument
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,37 +31,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=channel_command)
 
 
+def _merged(r: dict) -> str:
+    profile = "copied" if r["profile_copied"] else "kept" if r["skipped_profile"] else "none"
+    return (f"{'would merge' if r['dry_run'] else 'merged'} {r['merged_memories']} memories "
+            f"({r['skipped_memories']} skipped), {r['merged_episodes']} episodes ({r['skipped_episodes']} skipped), "
+            f"profile {profile} from {r['source_agent_id']!r} to {r['target_agent_id']!r}"
+            + (f"; left at source: {r['left_at_source']}" if "left_at_source" in r else ""))
+
+
 def merge_command(settings: Settings, args: argparse.Namespace) -> int:
-    engine = open_engine(settings)
-    if engine is None:
-        return fail("merge", f"no database at {settings.db_file}")
-    try:
-        with bar("merging", args.json) as tick:
-            res = engine.merge_memories(args.source, args.target, args.strategy, "move" if args.move else "copy",
-                                        args.dry_run, progress=tick)
-    except InvalidArgument as err:
-        return fail("merge", str(err))
-    finally:
-        engine.close()
-    return answer("merge", res, args.json, lambda r: (
-        f"{'would merge' if r['dry_run'] else 'merged'} {r['merged_memories']} memories ({r['skipped_memories']} "
-        f"skipped), {r['merged_episodes']} episodes ({r['skipped_episodes']} skipped), profile "
-        f"{'copied' if r['profile_copied'] else 'kept' if r['skipped_profile'] else 'none'} "
-        f"from {r['source_agent_id']!r} to {r['target_agent_id']!r}"
-        + (f"; left at source: {r['left_at_source']}" if "left_at_source" in r else "")))
+    return run_on_engine("merge", settings, args.json, lambda engine, tick: engine.merge_memories(
+        args.source, args.target, args.strategy, "move" if args.move else "copy", args.dry_run, progress=tick),
+        _merged)
+
+
+def _channels(r: dict) -> str:
+    done = "report only (--apply to change them)" if r["dry_run"] else \
+        f"{r['migrated']} moved, {r['globalized']} made channel-global"
+    return f"{r['recoverable_total']} recoverable, {r['unrecoverable_total']} unrecoverable memories under " \
+           f"channel 'discord'; {done}"
 
 
 def channel_command(settings: Settings, args: argparse.Namespace) -> int:
-    engine = open_engine(settings)
-    if engine is None:
-        return fail("migrate-channel-axis", f"no database at {settings.db_file}")
-    try:
-        res = engine.migrate_channel_axis(args.agent, not args.apply, args.globalize_unrecoverable)
-    except InvalidArgument as err:
-        return fail("migrate-channel-axis", str(err))
-    finally:
-        engine.close()
-    return answer("migrate-channel-axis", res, args.json, lambda r: (
-        f"{r['recoverable_total']} recoverable, {r['unrecoverable_total']} unrecoverable memories under channel "
-        f"'discord'; " + ("report only (--apply to change them)" if r["dry_run"] else
-                          f"{r['migrated']} moved, {r['globalized']} made channel-global")))
+    return run_on_engine("migrate-channel-axis", settings, args.json, lambda engine, tick: engine.migrate_channel_axis(
+        args.agent, not args.apply, args.globalize_unrecoverable), _channels)

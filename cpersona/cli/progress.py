@@ -65,3 +65,34 @@ def answer(command: str, result: dict[str, Any], as_json: bool, summary: Callabl
     for note in result.get("errors", []):
         print(f"  note: {note}")
     return OK
+
+
+def run_on_engine(command: str, settings: Settings, as_json: bool, call: Callable[[Engine, Tick], dict[str, Any]],
+                  summary: Callable[[dict[str, Any]], str], must_exist: bool = True) -> int:
+    """Open the engine, run `call(engine, tick)` under a progress bar, answer (module doc)."""
+    from cpersona.errors import InvalidArgument
+
+    engine = open_engine(settings, must_exist)
+    if engine is None:
+        return fail(command, f"no database at {settings.db_file}")
+    try:
+        with bar(command, as_json) as tick:
+            result = call(engine, tick)
+    except InvalidArgument as err:
+        return fail(command, str(err))
+    finally:
+        engine.close()
+    return answer(command, result, as_json, summary)
+
+
+def run_on_files(command: str, as_json: bool, call: Callable[[Tick], dict[str, Any]],
+                 summary: Callable[[dict[str, Any]], str]) -> int:
+    """Run a command on the files the settings name (backup, restore) under a progress bar."""
+    from cpersona.errors import InvalidArgument
+
+    try:
+        with bar(command, as_json) as tick:
+            result = call(tick)
+    except (InvalidArgument, OSError) as err:
+        return fail(command, str(err))
+    return answer(command, result, as_json, summary)

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from cpersona import __version__
+from cpersona.util.files import fsync_dir, pid_alive
 
 VERSION = "cpersona-export/1.0"
 _MEMORY = ("id", "agent_id", "msg_id", "content", "source", "timestamp", "metadata", "created_at", "project_id",
@@ -100,38 +101,9 @@ class AtomicFile:
                 self.tmp.unlink()
 
 
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in `folder` durable (no-op where folders cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def remove_stale_temps(path: Path) -> None:
     """Delete `.<name>.tmp.<pid>` files of `path` left by processes that no longer run."""
     for tmp in path.parent.glob(f".{path.name}.tmp.*"):
         pid = tmp.name.rsplit(".", 1)[-1]
         if pid.isdigit() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
-
-
-def pid_alive(pid: int) -> bool:
-    """True when a process with this id runs on this machine."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cpersona import __version__
-from cpersona.portable.exporter import fsync_dir, pid_alive
+from cpersona.util.files import fsync_dir, pid_alive
 
 FORMAT = "cpersona-backup/1"
 MANIFEST = "manifest.json"

@@ -30,9 +30,9 @@ from cpersona.config import Settings
 from cpersona.errors import InvalidArgument
 from cpersona.policy.projects import OperatingContext
 from cpersona.portable import manifest
-from cpersona.portable.exporter import fsync_dir
 from cpersona.storage import backup as sqlite_backup
 from cpersona.storage.originals import ORIGINAL_MAX_VERSION
+from cpersona.util.files import fsync_dir
 
 #: progress(what, done, total) — bytes for a backup, pages for a restore.
 Progress = Callable[[str, int, int], None]

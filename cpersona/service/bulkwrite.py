@@ -28,8 +28,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from cpersona.portable.exporter import pid_alive
 from cpersona.storage import Database, Session
+from cpersona.util.files import pid_alive
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ persistence is paused.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from cpersona.errors import InvalidArgument
@@ -38,7 +39,7 @@ def _active_vector(state: VectorState, row: dict[str, Any]) -> bytes | None:
 class ExportService(ServiceBase):
     """export_memories; mixed into `Engine`."""
 
-    def export_root(self) -> Any:
+    def export_root(self) -> Path:
         """The folder MCP export / import paths are confined to."""
         return export_root(self.settings.export_dir, self.settings.db_file)
 

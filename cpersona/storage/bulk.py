@@ -21,8 +21,8 @@ _MEMORY = ("agent_id", "project_id", "msg_id", "content", "source", "timestamp",
 _EPISODE = ("agent_id", "project_id", "summary", "keywords", "start_time", "end_time", "resolved", "channel")
 #: A bridge-type channel the original CPersona stored before channels were concrete.
 BRIDGE_CHANNEL = "discord"
-_RECOVERABLE = ("channel = 'discord' AND json_valid(metadata) "
-                "AND json_extract(metadata, '$.session_id') GLOB '[0-9]*:*'")
+_SESSION = "CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.session_id') END"
+_RECOVERABLE = f"channel = 'discord' AND COALESCE({_SESSION} GLOB '[0-9]*:*', 0)"
 
 
 class BulkRepo:
@@ -98,8 +98,7 @@ class BulkRepo:
         session_id)], unrecoverable [(id, metadata is valid JSON)])."""
         where, params = ("", []) if agent is None else (" AND agent_id = ?", [agent])
         recoverable = self.conn.execute(
-            "SELECT id, substr(json_extract(metadata, '$.session_id'), 1, "
-            "instr(json_extract(metadata, '$.session_id'), ':') - 1), json_extract(metadata, '$.session_id') "
+            f"SELECT id, substr({_SESSION}, 1, instr({_SESSION}, ':') - 1), {_SESSION} "
             f"FROM memories WHERE {_RECOVERABLE}{where} ORDER BY id", params).fetchall()
         rest = self.conn.execute(
             f"SELECT id, json_valid(metadata) FROM memories WHERE channel = ? AND NOT ({_RECOVERABLE}){where} "

@@ -334,19 +334,19 @@ def test_merge_argument_rules(engine_none, args):
 
 def test_migrate_channel_axis(engine_none):
     path = engine_none.settings.db_path
-    for i, meta in enumerate([{"session_id": "12345:abc"}, {"session_id": "999:x"}, {"other": 1}]):
+    for i, meta in enumerate([{"session_id": "12345:abc"}, {"session_id": "999:x"}, {"other": 1}, {}]):
         engine_none.store("a", f"bridge memory {i}", metadata=meta, channel="discord")
     conn = sqlite3.connect(path)
     with conn:
         conn.execute("UPDATE memories SET metadata = 'not json' WHERE content = 'bridge memory 2'")
     conn.close()
     report = engine_none.migrate_channel_axis()
-    assert report["dry_run"] is True and report["recoverable_total"] == 2 and report["unrecoverable_total"] == 1
+    assert report["dry_run"] is True and report["recoverable_total"] == 2 and report["unrecoverable_total"] == 2
     assert report["invalid_metadata_total"] == 1 and report["migrated"] == 0
     assert {r["channel"] for r in report["recoverable_by_channel"]} == {"12345", "999"}
     done = engine_none.migrate_channel_axis("a", dry_run=False, globalize_unrecoverable=True)
-    assert (done["migrated"], done["globalized"]) == (2, 1)
-    assert db_rows(path, "SELECT channel FROM memories ORDER BY id") == [("12345",), ("999",), ("",)]
+    assert (done["migrated"], done["globalized"]) == (2, 2)
+    assert db_rows(path, "SELECT channel FROM memories ORDER BY id") == [("12345",), ("999",), ("",), ("",)]
     engine_none.pause_persistence(60)
     paused = engine_none.migrate_channel_axis(dry_run=False)
     assert paused["dry_run"] is True and paused["repairs_skipped"] is True

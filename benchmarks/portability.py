@@ -11,7 +11,9 @@ For each size (10k and 100k rows by default) this
    client-side latency DURING the import (max = the longest stall; target ≤ 100 ms);
 4. recalls the same queries after the import (baseline p50 / p95 / max on the full store);
 5. calls `export_memories` (all agents) and reports export rows/s and the file size;
-6. imports the file a second time (everything deduplicated: the re-import cost).
+6. imports the exported file again (every row a duplicate: the re-import cost).
+Rows/s count the rows of the file (the SCALE corpus repeats some texts per agent: those are
+skipped as duplicates, as a user's would be).
 
 Writes JSON (default `benchmarks/results/portability.json`).
 
@@ -106,7 +108,9 @@ async def one_size(args: argparse.Namespace, workdir: Path, n: int, url: str) ->
             tg.start_soon(run_import)
             tg.start_soon(recall_loop, server, queries, stop, during)
         res = imported["res"]
-        assert res.get("ok") and res["imported_memories"] == rows, res
+        assert res.get("ok") and res["imported_memories"] + res["skipped_memories"] == rows, res
+        result["imported"], result["duplicates_in_file"] = res["imported_memories"], res["skipped_memories"]
+        common.log(f"size {n}: import {imported['ms'] / 1000:.1f} s, {len(during)} recalls meanwhile")
         result["import_rows_per_s"] = round(rows / (imported["ms"] / 1000), 1)
         result["import_s"] = round(imported["ms"] / 1000, 2)
         result["recall_during_import"] = common.latency_summary(during)
@@ -116,12 +120,12 @@ async def one_size(args: argparse.Namespace, workdir: Path, n: int, url: str) ->
             after.append(ms)
         result["recall_after_import"] = common.latency_summary(after)
         exp, ms = await server.call("export_memories", {"agent_id": "", "output_path": "again.jsonl"})
-        assert exp.get("ok") and exp["memories"] == rows, exp
-        result["export_rows_per_s"] = round(rows / (ms / 1000), 1)
+        assert exp.get("ok") and exp["memories"] == res["imported_memories"], exp
+        result["export_rows_per_s"] = round(exp["memories"] / (ms / 1000), 1)
         result["export_s"] = round(ms / 1000, 2)
         again, ms = await server.call("import_memories", {"input_path": "again.jsonl"})
-        assert again["imported_memories"] == 0 and again["skipped_memories"] == rows, again
-        result["reimport_rows_per_s"] = round(rows / (ms / 1000), 1)
+        assert again["imported_memories"] == 0, again
+        result["reimport_rows_per_s"] = round(exp["memories"] / (ms / 1000), 1)
         result["server_memory_mb"] = server.memory()
         result["stderr"] = server.stderr_summary()
     return result

@@ -33,8 +33,9 @@ class BulkRepo:
 
     # ---------------------------------------------------------------- probes
     def msg_id_taken(self, agent: str, project: str, msg_id: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM memories WHERE agent_id = ? AND project_id = ? AND msg_id = ?",
-                                 (agent, project, msg_id)).fetchone() is not None
+        # `msg_id != ''` lets SQLite use the partial unique index (agent, project, msg_id)
+        return self.conn.execute("SELECT 1 FROM memories WHERE agent_id = ? AND project_id = ? AND msg_id = ? "
+                                 "AND msg_id != ''", (agent, project, msg_id)).fetchone() is not None
 
     def content_taken(self, agent: str, project: str, channel: str, content: str) -> bool:
         return self.conn.execute(

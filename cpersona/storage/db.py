@@ -145,17 +145,30 @@ class Database:
         finally:
             conn.close()  # ends the read transaction
 
-    def data_version(self) -> int:
+    def data_version(self, wait: bool = True) -> int | None:
         """PRAGMA data_version of the write connection: changes only when ANOTHER
-        connection (another process, or a reader) committed since the last call."""
-        with self._lock:
-            return self._writer.execute("PRAGMA data_version").fetchone()[0]
+        connection (another process, or a reader) committed since the last call.
 
-    def change_stamp(self) -> tuple[int, int]:
+        With `wait=False` it answers None instead of waiting while this process holds the
+        write lock (a long import writes chunk after chunk): no other connection can commit
+        meanwhile, so the caller simply looks again next time."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            return self._writer.execute("PRAGMA data_version").fetchone()[0]
+        finally:
+            self._lock.release()
+
+    def change_stamp(self, wait: bool = True) -> tuple[int, int] | None:
         """Changes by this process's writer and by any other connection; equal stamps mean
-        the file's rows are unchanged (used to cache derived counts)."""
-        with self._lock:
+        the file's rows are unchanged (used to cache derived counts). With `wait=False`,
+        None while this process is writing (the rows are changing: nothing to cache)."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
             return self._writer.total_changes, self._writer.execute("PRAGMA data_version").fetchone()[0]
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         """Close every connection. Safe to call twice."""

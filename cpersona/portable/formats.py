@@ -22,9 +22,10 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
-import io
+import itertools
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,15 +147,14 @@ def _profile(obj: dict, line: int, target: str) -> dict[str, Any] | None:
 _ROWS = {"memory": _memory, "episode": _episode, "profile": _profile}
 
 
-def _cpersona(lines: list[tuple[int, Any]], target: str) -> Parsed:
-    first = lines[0][1]
+def _cpersona(line: int, first: Any, lines: Iterator[tuple[int, Any]], target: str) -> Parsed:
     out = Parsed(VERSIONS[0])
-    body = lines
+    body: Iterator[tuple[int, Any]] = itertools.chain([(line, first)], lines)
     if first.get("_type") == "header":
         version = first.get("version")
         if version not in VERSIONS:
-            raise FileDefect(f"export format {version!r} is not one this cpersona reads ({', '.join(VERSIONS)})", 1)
-        out.format, out.header, body = version, first, lines[1:]
+            raise FileDefect(f"export format {version!r} is not one this cpersona reads ({', '.join(VERSIONS)})", line)
+        out.format, out.header, body = version, first, lines
     else:
         out.notes.append("the file has no header line: its row counts could not be checked")
     missing = 0
@@ -223,7 +223,7 @@ def _plain_row(obj: dict, line: int, target: str | None, what: str) -> dict[str,
             "embedding": None}
 
 
-def _graph(lines: list[tuple[int, Any]], target: str | None) -> Parsed:
+def _graph(lines: Iterator[tuple[int, Any]], target: str | None) -> Parsed:
     out = Parsed(GRAPH)
     for number, obj in lines:
         kind = obj.get("type") if isinstance(obj, dict) else None
@@ -248,7 +248,7 @@ def _graph(lines: list[tuple[int, Any]], target: str | None) -> Parsed:
     return out
 
 
-def _plain_jsonl(lines: list[tuple[int, Any]], target: str | None) -> Parsed:
+def _plain_jsonl(lines: Iterator[tuple[int, Any]], target: str | None) -> Parsed:
     out = Parsed("jsonl")
     for number, obj in lines:
         if not isinstance(obj, dict) or "content" not in obj:
@@ -257,9 +257,9 @@ def _plain_jsonl(lines: list[tuple[int, Any]], target: str | None) -> Parsed:
     return out
 
 
-def _csv(text: str, target: str | None) -> Parsed:
+def _csv(lines: list[str], target: str | None) -> Parsed:
     out = Parsed("csv")
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    reader = csv.DictReader(line + "\n" for line in lines)
     if not reader.fieldnames or "content" not in reader.fieldnames:
         raise FileDefect('a CSV file needs a header row with a "content" column', 1)
     try:
@@ -274,27 +274,28 @@ def _csv(text: str, target: str | None) -> Parsed:
     return out
 
 
-def parse(text: str, suffix: str, target: str | None) -> Parsed:
-    """Understand a whole import file (see the module doc). `target` = the agent every row
-    goes to; '' or None = keep each row's agent_id (a row of another server's format
-    without one is then a defect).
+def parse(lines: list[str], suffix: str, target: str | None) -> Parsed:
+    """Understand a whole import file, given as its lines (see the module doc). `target` =
+    the agent every row goes to; '' or None = keep each row's agent_id (a row of another
+    server's format without one is then a defect).
 
     Raises:
         FileDefect: the first problem found, naming its line.
     """
     if suffix.lower() == ".csv":
-        return _csv(text, target or None)
-    lines = list(json_lines(text))
-    if not lines:
+        return _csv(lines, target or None)
+    values = json_lines(lines)  # parsed one line at a time: the file's text and its rows are never both whole
+    number, first = next(values, (0, None))
+    if number == 0:
         raise FileDefect("the file is empty")
-    first = lines[0][1]
     if not isinstance(first, dict):
-        raise FileDefect("expected a JSON object per line", lines[0][0])
+        raise FileDefect("expected a JSON object per line", number)
     if "_type" in first:
-        return _cpersona(lines, target or "")
+        return _cpersona(number, first, values, target or "")
+    rest = itertools.chain([(number, first)], values)
     if first.get("type") in ("entity", "relation"):
-        return _graph(lines, target or None)
+        return _graph(rest, target or None)
     if "content" in first:
-        return _plain_jsonl(lines, target or None)
+        return _plain_jsonl(rest, target or None)
     raise FileDefect("unrecognised format: expected a cpersona export (header line), a knowledge-graph memory.jsonl "
-                     '(lines with "type": "entity"/"relation") or JSONL rows with "content"', lines[0][0])
+                     '(lines with "type": "entity"/"relation") or JSONL rows with "content"', number)

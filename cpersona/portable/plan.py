@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from cpersona.errors import InvalidArgument
 from cpersona.policy import validate
 from cpersona.portable.formats import Item
-from cpersona.portable.reader import FileDefect
+from cpersona.portable.reader import YIELD_EVERY, FileDefect
 from cpersona.util.text import sanitize
+from cpersona.util.threads import yield_gil
 
 _IDS = {"memory": ("agent_id", "project_id", "channel", "msg_id"), "episode": ("agent_id", "project_id", "channel"),
         "profile": ("agent_id", "user_id", "project_id")}
@@ -113,7 +114,9 @@ _RULES = {"memory": _memory, "episode": _episode, "profile": _profile}
 def prepare(items: list[Item], caps: Caps) -> Plan:
     """Apply the write-path rules to every parsed row (module doc). Raises FileDefect."""
     plan = Plan()
-    for item in items:
+    for n, item in enumerate(items, 1):
+        if n % YIELD_EVERY == 0:
+            yield_gil()
         _check(item, _IDS[item.kind], validate.MAX_ID_CHARS)
         _check(item, _STAMPS, MAX_STAMP_CHARS)
         body = ("content", "summary", "keywords", "source", "metadata")

@@ -16,8 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cpersona.util.threads import yield_gil
+
 #: Deepest JSON nesting accepted on one line (an export line is 3 levels deep).
 MAX_DEPTH = 64
+#: Lines between two yields of the interpreter to other threads.
+YIELD_EVERY = 256
 
 
 class FileDefect(ValueError):
@@ -29,25 +33,35 @@ class FileDefect(ValueError):
         self.line = line
 
 
-def read_text(path: Path, max_bytes: int) -> str:
-    """The whole file as text. Raises FileDefect (not a regular file, larger than
-    `max_bytes`, not UTF-8) or OSError (unreadable)."""
+def read_lines(path: Path, max_bytes: int) -> list[str]:
+    """The file's lines as text (line endings removed). Raises FileDefect (not a regular
+    file, larger than `max_bytes`, not UTF-8) or OSError (unreadable).
+
+    Read and decoded line by line, so no single step holds the interpreter long (a recall
+    served by another thread of the process is not held up) and a bad byte is reported with
+    its line."""
     info = path.stat()
     if not path.is_file():
         raise FileDefect(f"{path} is not a regular file")
     if info.st_size > max_bytes:
         raise FileDefect(f"{path} is {info.st_size:,} bytes, larger than the import limit of {max_bytes:,} bytes "
                          "(CPERSONA_MAX_IMPORT_BYTES); split the file or raise the limit")
+    lines: list[str] = []
+    size = 0
     with open(path, "rb") as f:
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise FileDefect(f"{path} grew past the import limit of {max_bytes:,} bytes while it was read")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise FileDefect(f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); save the file as "
-                         "UTF-8", line) from None
+        for number, raw in enumerate(f, 1):
+            size += len(raw)
+            if size > max_bytes:
+                raise FileDefect(f"{path} grew past the import limit of {max_bytes:,} bytes while it was read")
+            try:
+                lines.append(raw.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError as err:
+                offset = size - len(raw) + err.start
+                raise FileDefect(f"not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {offset}); save the file "
+                                 "as UTF-8", number) from None
+            if number % YIELD_EVERY == 0:
+                yield_gil()
+    return lines
 
 
 def _depth(text: str) -> int:
@@ -82,8 +96,10 @@ def parse_line(text: str, line: int) -> Any:
         raise FileDefect(f"not valid JSON ({err}); the file may be truncated or damaged", line) from None
 
 
-def json_lines(text: str) -> Iterator[tuple[int, Any]]:
+def json_lines(lines: list[str]) -> Iterator[tuple[int, Any]]:
     """(line number, value) of every non-blank line."""
-    for number, raw in enumerate(text.split("\n"), 1):
+    for number, raw in enumerate(lines, 1):
         if raw.strip():
             yield number, parse_line(raw, number)
+        if number % YIELD_EVERY == 0:
+            yield_gil()

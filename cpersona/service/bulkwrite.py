@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from cpersona.storage import Database, Session
 from cpersona.util.files import pid_alive
+from cpersona.util.threads import yield_gil
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ class BulkRun:
                     i += 1
                     if i == len(items) or time.monotonic() - started >= CHUNK_SECONDS:
                         break
+            yield_gil()  # the lock is free: let a waiting writer or reader thread run first
             if progress is not None:
                 progress(i)
 

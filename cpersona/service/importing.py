@@ -132,7 +132,7 @@ class ImportService(ExportService):
                         source.vector_model())
             finally:
                 source.close()
-        parsed = formats.parse(reader.read_text(path, self.settings.max_import_bytes), path.suffix, target)
+        parsed = formats.parse(reader.read_lines(path, self.settings.max_import_bytes), path.suffix, target)
         head = parsed.header or {}
         model = (head.get("embedding_model"), head.get("embedding_dim")) if head.get("embedding_model") else None
         return parsed.format, parsed.items, parsed.notes, model

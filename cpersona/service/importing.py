@@ -33,6 +33,7 @@ from cpersona.storage import Session
 from cpersona.storage.codec import from_blob
 from cpersona.storage.originals import SourceFile, is_sqlite
 from cpersona.storage.records import RowRef
+from cpersona.util.threads import cycle_collection_paused
 
 _TEXT_FIELDS = {"memory": ("agent_id", "msg_id", "content", "source", "timestamp", "metadata", "project_id", "channel"),
                 "episode": ("agent_id", "summary", "keywords", "project_id", "channel"),
@@ -101,6 +102,10 @@ class ImportService(ExportService):
         path = confine("input_path", input_path, self.export_root() if confined else None)
         if not path.exists():
             return _failure(f"input_path: {path} does not exist", dry)
+        with cycle_collection_paused():
+            return self._import(path, target, dry, progress)
+
+    def _import(self, path: Path, target: str, dry: bool, progress: Progress | None) -> dict[str, Any]:
         try:
             fmt, items, notes, model = self._read(path, target)
             todo = plan.prepare(items, plan.Caps(self.settings.max_content_length, self.settings.max_profile_length,

@@ -28,6 +28,7 @@ from cpersona.service.importing import ImportService
 from cpersona.service.paused import skipped_body
 from cpersona.storage import Session
 from cpersona.storage.meta import VectorState
+from cpersona.util.threads import cycle_collection_paused
 from cpersona.util.time import utc_now_iso
 
 STRATEGIES = ("skip", "prefer_source")
@@ -77,6 +78,11 @@ class MergeService(ImportService):
             raise InvalidArgument("strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         if mode not in MODES:
             raise InvalidArgument("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+        with cycle_collection_paused():
+            return self._merge(source, target, strategy, mode, dry, progress)
+
+    def _merge(self, source: str, target: str, strategy: str, mode: str, dry: bool,
+               progress: Progress | None) -> dict[str, Any]:
         with self.db.snapshot() as s:
             rows = {t: list(s.dump.rows(t, source, with_embedding=t != "profiles"))
                     for t in ("memories", "episodes", "profiles")}

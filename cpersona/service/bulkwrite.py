@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 #: Longest time one chunk keeps the write lock, in seconds.
 CHUNK_SECONDS = 0.02
+#: WAL size past which a bulk write empties the WAL between two chunks (see
+#: `Database.checkpoint`): bounds the file's growth while recalls read all the time.
+WAL_CHECKPOINT_BYTES = 32 * 1024 * 1024
 #: Journal rows undone, rolled forward or forgotten per transaction.
 JOURNAL_CHUNK = 200
 #: This process's mark on the operations it journals: host, pid and a per-process token
@@ -136,6 +139,8 @@ class BulkRun:
                     i += 1
                     if i == len(items) or time.monotonic() - started >= CHUNK_SECONDS:
                         break
+            if self.db.wal_bytes() > WAL_CHECKPOINT_BYTES:
+                self.db.checkpoint()
             yield_gil()  # the lock is free: let a waiting writer or reader thread run first
             if progress is not None:
                 progress(i)
@@ -145,6 +150,7 @@ class BulkRun:
         with self.db.write() as s:
             s.journal.set_phase(self.op, phase)
         _finish(self.db, self.op, self.removed)
+        self.db.checkpoint()
 
     def abort(self) -> int:
         """Undo everything written so far; returns the rows removed."""

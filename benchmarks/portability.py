@@ -121,6 +121,8 @@ async def one_size(args: argparse.Namespace, workdir: Path, n: int, url: str) ->
         assert res.get("ok") and res["imported_memories"] + res["skipped_memories"] == rows, res
         result["imported"], result["duplicates_in_file"] = res["imported_memories"], res["skipped_memories"]
         common.log(f"size {n}: import {imported['ms'] / 1000:.1f} s, {len(during)} recalls meanwhile")
+        wal = workdir / f"p{n}.db-wal"
+        result["wal_mb_after_import"] = round(wal.stat().st_size / 2**20, 1) if wal.exists() else 0.0
         result["import_rows_per_s"] = round(rows / (imported["ms"] / 1000), 1)
         result["import_s"] = round(imported["ms"] / 1000, 2)
         result["recall_during_import"] = common.latency_summary([ms for _, ms in during])

@@ -39,7 +39,8 @@ _RUNBOOKS = {
 _RUNBOOKS["reembed"] = (
     "Tell the user: the embedding model changed, so memories embedded by the previous model are "
     "left out of semantic search until they are re-embedded. The server re-embeds them in the "
-    "background (progress: get_queue_status → reembed, or `cpersona stats`); `cpersona reembed` with "
+    "background while its task queue runs (progress: get_queue_status → reembed, or `cpersona stats`); "
+    "`cpersona reembed` with "
     "the server's CPERSONA_* settings does it now (safe to interrupt and resume). Keyword search "
     "still covers every memory."
 )

@@ -80,6 +80,11 @@ class Settings(BaseModel):
                                      description="Longest source / metadata JSON, in characters.")
     startup_integrity_check: bool = Field(True, description="At start, run SQLite's quick_check in the background "
                                           "and log an error when the file is damaged.")
+    # ------------------------------------------------------------- portability
+    export_dir: str = Field(
+        "", description="Folder export_memories / import_memories may use over MCP ('' = <database folder>/exports).")
+    max_import_bytes: int = Field(104_857_600, ge=1, le=2**40,
+                                  description="Largest file import_memories reads, in bytes (default 100 MiB).")
     # ---------------------------------------------------------------- embedding
     embedding_mode: Literal["auto", "none", "http", "local", "api"] = Field(
         "auto", description="auto = http if a URL is set, else the bundled model if installed, else none; "

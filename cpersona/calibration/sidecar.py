@@ -27,6 +27,7 @@ from typing import Any
 
 from cpersona.storage import Session
 from cpersona.storage.meta import CALIBRATION_KEY
+from cpersona.util.files import fsync_dir
 
 FORMAT = 1
 SUFFIX = ".calibration.json"
@@ -140,7 +141,7 @@ def write_atomic(path: Path, payload: dict[str, Any]) -> str:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except (OSError, ValueError, TypeError) as err:
         try:
             tmp.unlink()
@@ -148,19 +149,6 @@ def write_atomic(path: Path, payload: dict[str, Any]) -> str:
             pass
         return f"{type(err).__name__}: {err}"
     return ""
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def backup(path: Path, old_version: str | None) -> Path | None:

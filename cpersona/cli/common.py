@@ -62,14 +62,15 @@ def open_engine(settings: Settings, must_exist: bool = True) -> Engine | None: .
 
 
 def open_engine(settings: Settings, must_exist: bool = True) -> Engine | None:
-    """An Engine without background work (the server runs the queue), or None when the
-    file does not exist and reading it was asked for."""
+    """An Engine without background work (the server runs the queue) that never changes
+    the database's recorded embedding model, or None when the file does not exist and
+    reading it was asked for."""
     from cpersona.service.engine import Engine
 
     path = settings.db_file
     if must_exist and path is not None and not path.exists():
         return None
-    return Engine(settings, start_background=False)
+    return Engine(settings, start_background=False, model_authority=False)
 
 
 def missing(settings: Settings) -> int:

@@ -67,10 +67,7 @@ def stats_command(settings: Settings, args: argparse.Namespace) -> int:
         fts = "on" if st["fts"] else f"unavailable ({st['fts_problem']}): LIKE search" if st["fts_problem"] else "off"
         db.add_row("schema", f"v{SCHEMA_VERSION}, FTS5 {fts}")
         db.add_row("embedding backend", backend_label(engine.embedder))
-        stale = st["awaiting_reembed"]
-        db.add_row("stored vectors", "none recorded yet" if st["stored_model"] is None else
-                   f"{st['stored_model']} ({st['stored_dim']}-d)" + (f"; {stale} rows await `cpersona reembed`"
-                                                                     if stale else ""))
+        db.add_row("stored vectors", _vectors_line(st))
         db.add_row("task queue", f"{queue['pending']} pending, {queue['failed']} failed, {queue['retries']} retries")
         out = console()
         out.print(db)
@@ -151,13 +148,31 @@ def recall_command(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:
             print_json(answers if args.agent is None else answers[args.agent])
             return OK
-        _print_recall(args.text, answers)
+        _print_recall(args.text, answers, engine.advisory.state == "mismatch")
     finally:
         engine.close()
     return OK
 
 
-def _print_recall(query: str, answers: dict[str, Any]) -> None:
+def _vectors_line(st: dict[str, Any]) -> str:
+    """The model of the stored vectors, a re-embedding in progress, unrecorded vectors."""
+    unrecorded, progress = st["unrecorded"], st["reembed"]
+    if unrecorded:
+        dims = ", ".join(f"{n} × {d}-d" for d, n in sorted(unrecorded["dims"].items()))
+        labels = ", ".join(map(repr, unrecorded["labels"])) or "none"
+        return (f"{unrecorded['rows']} vectors of an unrecorded model ({dims}; labels: {labels}); the server "
+                "verifies or re-embeds them at its next start")
+    if st["stored_model"] is None:
+        return "none recorded yet"
+    line = f"{st['stored_model']} ({st['stored_dim']}-d)"
+    if progress:
+        line += (f"; {progress['remaining']} of {progress['total']} rows still hold vectors of "
+                 f"{progress['from_model']} ({progress['from_dim']}-d): re-embedding in the server's background "
+                 "queue, or now with `cpersona reembed`")
+    return line
+
+
+def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False) -> None:
     rows = table(title=f"recall {query!r} — best match first")
     for name in ("#", "agent", "ref", "match", "content"):
         rows.add_column(name, no_wrap=name != "content")
@@ -174,6 +189,10 @@ def _print_recall(query: str, answers: dict[str, Any]) -> None:
     if advisory:
         note = advisory.get("reason") or advisory.get("evidence") or "search is degraded"
         out.print(f"[dim]note: {note}[/dim]")
+        if mismatch:  # this command's model is not the database's
+            from cpersona.embedding.gateway import FIX
+
+            out.print(f"[dim]{advisory.get('evidence')}; to fix: {FIX}[/dim]")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

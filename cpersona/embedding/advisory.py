@@ -10,6 +10,8 @@ reason, evidence and runbook name every active condition.
 * loading — the bundled model is still loading in the background.
 * fault   — a configured backend failed twice in a row (one blip is forgiven);
             cleared by the next successful embed.
+* mismatch — this process embeds with another model than the one that made the stored
+            vectors (and may not change the database's record): keyword search only.
 The first advisory of an episode carries the full runbook, later ones a short reminder.
 """
 
@@ -39,9 +41,17 @@ _RUNBOOKS = {
 }
 _RUNBOOKS["reembed"] = (
     "Tell the user: the embedding model changed, so memories embedded by the previous model are "
-    "left out of semantic search until they are re-embedded. Run `cpersona reembed` with the "
-    "server's CPERSONA_* settings (it embeds with the model those select; safe to interrupt and "
-    "resume; the server may keep running). Keyword search still covers every memory."
+    "left out of semantic search until they are re-embedded. The server re-embeds them in the "
+    "background while its task queue runs (progress: get_queue_status → reembed, or `cpersona stats`); "
+    "`cpersona reembed` with "
+    "the server's CPERSONA_* settings does it now (safe to interrupt and resume). Keyword search "
+    "still covers every memory."
+)
+_RUNBOOKS["mismatch"] = (
+    "Tell the user: this process embeds with a different model than the one that made the stored "
+    "vectors, so this recall used keyword search only. Run it with the embedding settings "
+    "(CPERSONA_EMBEDDING_*) the server uses, or switch the database to this model with "
+    "`cpersona reembed` (re-embeds every memory; resumable)."
 )
 _RUNBOOKS["keyword"] = (
     "Tell the user: this SQLite cannot use the full-text index, so keyword recall only finds memories "
@@ -55,8 +65,10 @@ _REASONS = {
     "loading": "embedding model loading; keyword/FTS only",
     "fault": "embedding backend failing; keyword/FTS only",
     "keyword": "full-text index unavailable; keyword search is LIKE substring matching",
+    "mismatch": "embedding model differs from the stored vectors' model; keyword/FTS only",
 }
-_SEVERITY = {"hint": "hint", "loading": "hint", "fault": "fault", "reembed": "hint", "keyword": "fault"}
+_SEVERITY = {"hint": "hint", "loading": "hint", "fault": "fault", "reembed": "hint", "keyword": "fault",
+             "mismatch": "fault"}
 
 
 @dataclass
@@ -84,7 +96,7 @@ class Advisory:
     @property
     def failing(self) -> bool:
         """True after a failed embed or while loading, until the next success."""
-        return self._s.consecutive_failures > 0 or self._s.state in ("fault", "loading")
+        return self._s.consecutive_failures > 0 or self._s.state in ("fault", "loading", "mismatch")
 
     def _enter(self, state: str, evidence: str) -> None:
         if self._s.state != state:
@@ -99,7 +111,7 @@ class Advisory:
     def loading(self, evidence: str) -> None:
         """The in-process model is not ready yet."""
         with self._lock:
-            if self._s.state != "fault":
+            if self._s.state not in ("fault", "mismatch"):
                 self._enter("loading", evidence)
 
     def observe_ok(self) -> None:
@@ -114,6 +126,13 @@ class Advisory:
             self._s.consecutive_failures += 1
             if self._s.consecutive_failures >= FAULT_AFTER:
                 self._enter("fault", evidence)
+
+    def mismatch(self, evidence: str) -> None:
+        """This process's model differs from the stored vectors' (not a passing failure:
+        entered at once; left by the next successful embed)."""
+        with self._lock:
+            self._s.consecutive_failures = max(self._s.consecutive_failures, FAULT_AFTER)
+            self._enter("mismatch", evidence)
 
     def set_notice(self, evidence: str | None) -> None:
         """A standing condition shown while the backend is otherwise healthy, e.g. vectors

@@ -94,6 +94,8 @@ def detect_version(ctx: Context) -> list[Issue]:
     version = ctx.s.integrity.schema_version()
     if version == schema.SCHEMA_VERSION:
         return []
+    if version is not None and version > schema.SCHEMA_VERSION and ctx.s.integrity.original_opened_as_is(version):
+        return []  # the original's 2.6 line: its own tables around v13, opened in place
     if version is None:
         why = "no schema_version table: not a cpersona database, or an interrupted first start"
     elif version > schema.SCHEMA_VERSION:

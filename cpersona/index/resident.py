@@ -41,7 +41,7 @@ class ResidentIndexes:
         self.db = db
         self.lock = threading.RLock()
         self._indexes: Indexes | None = None
-        self._data_version = db.data_version()
+        self._data_version = db.data_version() or 0
 
     def get(self, dim: int, state: VectorState) -> Indexes:
         """The indexes for dimension `dim`, loading them (outside `state`'s stale ranges)
@@ -64,9 +64,11 @@ class ResidentIndexes:
             self._indexes = None
 
     def changed_elsewhere(self) -> bool:
-        """True (and the indexes dropped) when another connection committed to the file."""
-        version = self.db.data_version()
-        if version == self._data_version:
+        """True (and the indexes dropped) when another connection committed to the file.
+        Never waits for this process's own writer: while it holds the write lock nothing
+        else can commit, and the next call looks again."""
+        version = self.db.data_version(wait=False)
+        if version is None or version == self._data_version:
             return False
         self._data_version = version
         self.invalidate()

@@ -8,20 +8,15 @@ from typing import Protocol
 import numpy as np
 
 from cpersona.embedding.base import Embedder
-from cpersona.storage import Session
+from cpersona.jobs.reembed import Vectors
 from cpersona.storage.records import RowRef
 
 
-class Embeddings(Protocol):
-    """What the queue needs of the embedding side (`embedding.gateway.EmbeddingGateway`)."""
+class Embeddings(Vectors, Protocol):
+    """What the queue needs of the embedding side (`embedding.gateway.EmbeddingGateway`):
+    what the background re-embedding needs (`jobs/reembed.py: Vectors`), and the backend."""
 
     embedder: Embedder | None
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        """Vectors, or raise EmbeddingNotReady / EmbeddingError."""
-
-    def vector_for_write(self, session: Session, vec: np.ndarray | None) -> np.ndarray | None:
-        """`vec` if the database still records this backend's model, else None."""
 
 
 class IndexWriter(Protocol):

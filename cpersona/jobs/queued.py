@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from cpersona.storage.tasks import EMBED, EMBEDDED_TABLES
+from cpersona.storage.tasks import EMBED, EMBEDDED_TABLES, REEMBED
 
 _LEGACY = {
     "update_profile": "queued by an older cpersona that built profiles on the server; this server never "
@@ -27,6 +27,8 @@ class Task:
         self.error: str | None = None
         if self.type in _LEGACY:
             self.error = f"task type {self.type!r} {_LEGACY[self.type]}"
+        elif self.type == REEMBED:
+            pass  # no payload: the re-embedding's progress lives in the recorded identity
         elif self.type != EMBED:
             self.error = f"unknown task type {self.type!r}"
         else:

@@ -8,6 +8,10 @@ Task types
                      vector could be made, so a crash can never leave a vector-less row without
                      its task. At start the worker also enqueues a task for every NULL-embedding
                      row that lacks one (files written by older versions, or in mode none).
+    reembed          payload {}. At most one, queued when the server's start decides on a
+                     model change: each pass re-embeds one batch of the rows that still hold
+                     the previous model's vectors (`jobs.reembed.BackgroundReembed`) and the
+                     task is deleted when none is left. Progress: get_queue_status → reembed.
     update_profile,  left by older versions of the original that summarised on the server;
     archive_episode  this server never summarises → marked failed with that explanation.
     anything else    marked failed ("unknown task type").
@@ -40,7 +44,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -49,10 +52,13 @@ from cpersona.config import Settings
 from cpersona.errors import EmbeddingError, EmbeddingNotReady, StorageUnavailable
 from cpersona.jobs.ports import Embeddings, IndexWriter
 from cpersona.jobs.queued import Task, Work
+from cpersona.jobs.reembed import BackgroundReembed
+from cpersona.jobs.status import queue_status
 from cpersona.policy.pause import Pause
 from cpersona.storage import Database, Session
 from cpersona.storage.codec import to_blob
 from cpersona.storage.records import RowRef
+from cpersona.storage.tasks import REEMBED
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +85,17 @@ class TaskQueue:
         embeddings: the embedding gateway.
         index: the resident index that receives vectors written by the queue.
         refresh: called before embedding, to notice another process's model switch.
+        prepare: run once by the worker before anything else (the server decides on the
+            database's model there and queues a re-embedding); returns False to be called
+            again after LOADING_POLL (e.g. the model is still loading).
 
     `notify()` after a write that enqueued work; `wake()` to retry now (resume, tests).
     `status()` is the body of get_queue_status.
     """
 
     def __init__(self, settings: Settings, db: Database, pause: Pause, embeddings: Embeddings, index: IndexWriter,
-                 refresh: Callable[[], None], clock: Callable[[], float] = time.time) -> None:
+                 refresh: Callable[[], None], clock: Callable[[], float] = time.time,
+                 prepare: Callable[[], bool] = lambda: True) -> None:
         self.settings = settings
         self.db = db
         self.pause = pause
@@ -93,6 +103,8 @@ class TaskQueue:
         self.index = index
         self.refresh = refresh
         self.clock = clock
+        self.prepare = prepare
+        self.reembedder = BackgroundReembed(db, embeddings, index.add, self._write, BATCH, self.delay)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -168,15 +180,21 @@ class TaskQueue:
     # --------------------------------------------------------------- worker
     def _run(self) -> None:
         self._set("starting")
-        swept = False
+        prepared = swept = False
         while not self._stop.is_set():
             if self.pause.active():
                 self._set("paused", "persistence is paused (pause_persistence); tasks wait")
                 left = self.pause.status().get("ttl_remaining_seconds") or 0
                 self._sleep(min(self.delay, left + 0.05))
                 continue
+            if not prepared:
+                prepared = self._guarded(self.prepare, "deciding on the database's embedding model", True)
+                if not prepared:
+                    emb = self.embeddings.embedder
+                    self._sleep(LOADING_POLL if emb is not None and not emb.ready() else self.delay)
+                    continue
             if not swept:
-                swept = self._sweep()
+                swept = self._guarded(self._sweep, "enqueueing rows without vectors", True)
             try:
                 wait = self.run_once()
             except _Paused:
@@ -193,15 +211,20 @@ class TaskQueue:
         self._set("stopped")
 
     def _sweep(self) -> bool:
-        """Queue rows without a vector; False when paused meanwhile (sweep again later)."""
+        self.enqueue_missing()
+        return True
+
+    def _guarded(self, run: Callable[[], bool], what: str, on_error: bool) -> bool:
+        """`run()`; False when paused meanwhile (run again later); `on_error` after a
+        failure, which is logged and kept in `last_error`."""
         try:
-            self.enqueue_missing()
+            return run()
         except _Paused:
             return False
         except Exception as err:  # noqa: BLE001 — reported by _failed; the worker never dies
             if not self._stop.is_set():
-                self._failed("task queue: enqueueing rows without vectors failed", err)
-        return True
+                self._failed(f"task queue: {what} failed", err)
+            return on_error
 
     def _failed(self, what: str, err: Exception) -> None:
         """Record a failed pass; log it with its traceback unless storage/ names it (once)."""
@@ -240,7 +263,11 @@ class TaskQueue:
         for t in tasks:
             if t.error:
                 self._fail(t, t.error)
-        embeds = [t for t in tasks if not t.error]
+        for t in tasks:
+            if t.type == REEMBED and not t.error and (wait := self.reembedder.step(t)) is not None:
+                self._set("waiting_for_backend", self.reembedder.waiting)
+                return wait
+        embeds = [t for t in tasks if not t.error and t.type != REEMBED]
         if embeds:
             wait = self._embed(embeds)
             if wait is not None:
@@ -351,37 +378,5 @@ class TaskQueue:
             return s.tasks.count_pending()
 
     def status(self) -> dict[str, Any]:
-        """Body of get_queue_status (see the module doc for the retry semantics).
-
-        `retries` = sum of the failed attempts of the pending tasks; `retrying` = how many
-        pending tasks failed at least once; `failed` = tasks given up (kept with their error).
-        """
-        with self.db.read() as s:
-            summary = s.tasks.summary()
-        out: dict[str, Any] = {
-            "enabled": self.enabled,
-            "running": self.running(),
-            "state": self.state if self.running() else "stopped",
-            "pending": summary["pending"],
-            "failed": summary["failed"],
-            "retrying": summary["retrying"],
-            "retries": summary["retries"],
-            "max_retries": self.max_retries,
-            "retry_delay": self.delay,
-            "oldest_pending_age_s": _age_seconds(summary["oldest"], self.clock()),
-        }
-        if self.waiting_reason and self.running():
-            out["waiting_reason"] = self.waiting_reason
-        if summary["recent_failures"]:
-            out["recent_failures"] = summary["recent_failures"]
-        return out
-
-
-def _age_seconds(created_at: str | None, now: float) -> float | None:
-    if not created_at:
-        return None
-    try:
-        then = datetime.strptime(created_at, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
-    return round(max(0.0, now - then), 1)
+        """Body of get_queue_status (see `jobs.status.queue_status`)."""
+        return queue_status(self)

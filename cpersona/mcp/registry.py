@@ -7,7 +7,8 @@ function-calling converters do not resolve references), pydantic's `title`s are 
 (the property name says the same), an optional argument's `null` alternative is dropped
 (omitting it is how a client says "none": `anyOf: [T, null]` is published as `T`), and so
 are the defaults that say nothing (`""`, `[]`, `null`, `false`) and
-`additionalProperties: true` (the JSON Schema default). Descriptions are one line.
+`additionalProperties: true` (the JSON Schema default); an `anyOf` of plain types becomes a
+type list. Descriptions are one line.
 Arguments of `UNPUBLISHED` are accepted and validated by the tool's argument model but
 left out of the published schema: clients written for the original send them unasked
 (`session_key`), and every conversation would otherwise pay for them on 16 tools.
@@ -37,11 +38,16 @@ DELETE = ToolAnnotations(idempotent_hint=True)
 CALIBRATE = ToolAnnotations(destructive_hint=False)
 
 _DROPPED = frozenset({"title", "$defs", "definitions"})
-#: Accepted, validated, not published (see the module doc).
-UNPUBLISHED = frozenset({"session_key"})
+#: Accepted, validated, not published (see the module doc): `session_key`, and `message`,
+#: the 2.5 line's form of store's fields (its clients send it unasked; new clients use the
+#: flat fields).
+UNPUBLISHED = frozenset({"session_key", "message"})
+#: JSON Schema types an `anyOf` of plain types is folded into (`{"type": [..]}`).
+_PLAIN_TYPES = frozenset({"string", "integer", "number", "boolean", "object", "array"})
 _NULL = {"type": "null"}
-#: Defaults that tell a client nothing an omitted argument would not.
-_EMPTY_DEFAULTS: tuple[Any, ...] = ("", [], None, False)
+#: Defaults that tell a client nothing an omitted argument would not (a numeric 0 is the
+#: "use the server's default" of the calibration arguments).
+_EMPTY_DEFAULTS: tuple[Any, ...] = ("", [], None, False, 0, 0.0)
 
 
 def add_tools(app: MCPServer, tools: Iterable[tuple[Callable[..., str], ToolAnnotations]]) -> None:
@@ -49,7 +55,8 @@ def add_tools(app: MCPServer, tools: Iterable[tuple[Callable[..., str], ToolAnno
     its docstring (dedented) the description."""
     for fn, notes in tools:
         description = " ".join(inspect.cleandoc(fn.__doc__ or "").split())
-        app.add_tool(fn, description=description, annotations=notes, structured_output=False)
+        hints = notes if notes.model_dump(exclude_none=True) else None  # nothing to say: no annotations key
+        app.add_tool(fn, description=description, annotations=hints, structured_output=False)
 
 
 def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -90,4 +97,8 @@ def _compact(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
         kept = [o for o in options if o != _NULL]
         del out["anyOf"]
         out = {**kept[0], **out} if len(kept) == 1 else {"anyOf": kept, **out}
+    options = out.get("anyOf")
+    if isinstance(options, list) and all(set(o) == {"type"} and o["type"] in _PLAIN_TYPES for o in options):
+        del out["anyOf"]  # [{type: integer}, {type: string}] → {type: [integer, string]}
+        out = {"type": [o["type"] for o in options], **out}
     return out

@@ -14,11 +14,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from cpersona.embedding import identity
 from cpersona.errors import Refused, StorageUnavailable
 from cpersona.policy import validate
 from cpersona.policy.pause import MAX_TTL_SECONDS
-from cpersona.service.base import ServiceBase
+from cpersona.service.identity import IdentityService
 from cpersona.service.outcomes import AgentErased, ProfileUpdate, RowChange
 from cpersona.service.paused import skipped_body
 from cpersona.storage import Session
@@ -27,7 +26,7 @@ from cpersona.util.text import sanitize
 log = logging.getLogger(__name__)
 
 
-class AdminService(ServiceBase):
+class AdminService(IdentityService):
     """Management tools; mixed into `Engine`."""
 
     # ------------------------------------------------------------ row changes
@@ -176,19 +175,17 @@ class AdminService(ServiceBase):
     def stats(self) -> dict[str, Any]:
         """Counts per agent, the database file and size, FTS state (`fts_problem`: why the
         full-text index is unusable, '' when fine), the failure conditions now affecting the
-        file (`storage_conditions`: busy, disk full, …), the stored vectors' model (and rows
-        awaiting re-embedding), the task queue (for `cpersona stats`)."""
+        file (`storage_conditions`: busy, disk full, …), the stored vectors' model
+        (`vector_report`: rows awaiting re-embedding, vectors of an unrecorded model), the task
+        queue (for `cpersona stats`)."""
         with self.db.read() as s:
             agents = s.agents.stats()
-            state = s.meta.vector_state()
-            stale = identity.stale_count(s, state) if state.pending else 0
         path = self.settings.db_file
         files = [p for p in (str(path), f"{path}-wal") if path and os.path.exists(p)]
         return {"path": str(path) if path else ":memory:", "size_bytes": sum(os.path.getsize(p) for p in files),
                 "wal": len(files) > 1, "fts": self.db.fts_enabled, "fts_problem": self.db.fts_problem,
                 "storage_conditions": self.db.conditions.snapshot(), "agents": agents,
-                "stored_model": state.model, "stored_dim": state.dim, "awaiting_reembed": stale,
-                "queue": self.queue.status()}
+                **self.vector_report(), "queue": self.queue.status()}
 
 
 def _add_counts(totals: dict[str, int], counts: dict[str, int]) -> None:

@@ -52,7 +52,7 @@ class ServiceBase:
             return None
         with self.resident.lock:
             state = self.gateway.current_state()
-            return self.resident.get(dim, state) if state is not None else None
+            return self.resident.get(dim, state) if state is not None and state.model is not None else None
 
     def with_update_notice(self, out: dict[str, Any]) -> dict[str, Any]:
         """`out` plus `update_notice` while a newer release exists or the running one was

@@ -6,9 +6,14 @@ collaborators together, and exposes every tool's behaviour through the service m
     recall.py   recall, recall_with_context, get_contents
     listing.py  list_memories, list_episodes
     admin.py    delete / lock / unlock, delete_agent_data, profiles, pause, queue, stats
+                (identity.py: the embedding model's identity at start and in stats)
     quality.py  calibrate_threshold, set_recall_precision, get_recall_precision
     updates.py  check_update, the update notice of status answers
     health.py   check_health, deep_check, the integrity check at start
+    exporting.py, importing.py, merging.py   export / import / merge_memories,
+                migrate_channel_axis (large writes journaled by bulkwrite.py)
+
+`backups.py` (backup / restore) works on the files named by the settings, not on an Engine.
 
 The MCP tools (cpersona/mcp/tools/) and the CLI (cpersona/cli/) call these methods and only
 serialise what they return. Thread-safety: every public method may be called from any
@@ -18,6 +23,7 @@ thread; network I/O (embedding) never happens while the write lock is held.
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from cpersona.calibration.runner import Calibration
@@ -32,9 +38,11 @@ from cpersona.index.resident import ResidentIndexes
 from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy.pause import Pause
 from cpersona.policy.projects import OperatingContext
+from cpersona.service import bulkwrite
 from cpersona.service.admin import AdminService
 from cpersona.service.health import HealthService
 from cpersona.service.listing import ListingService
+from cpersona.service.merging import MergeService
 from cpersona.service.quality import QualityService
 from cpersona.service.recall import PoolCounts, RecallService
 from cpersona.service.updates import UpdateService
@@ -68,7 +76,7 @@ def open_database(settings: Settings) -> tuple[Database, str]:
 
 
 class Engine(WriteService, RecallService, ListingService, AdminService, QualityService, UpdateService,
-             HealthService):
+             HealthService, MergeService):
     """The memory server's service layer over one database.
 
     Args:
@@ -78,6 +86,9 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
             calibration now (all in background threads: the MCP server does so at process
             start, so the model loads while the handshake is answered); CLI commands pass
             False (the server runs the queue).
+        model_authority: this process may change the database's recorded embedding model
+            (the server, `cpersona reembed`); False for every other command, which reports
+            a mismatch and searches by keyword instead (service/identity.py).
 
     Raises:
         ConfigError: the configured embedding backend cannot be built.
@@ -87,17 +98,19 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
     """
 
     def __init__(self, settings: Settings, embedder: Embedder | object | None = _UNSET,
-                 start_background: bool = True) -> None:
+                 start_background: bool = True, model_authority: bool = True) -> None:
         self.settings = settings
         backend = build_embedder(settings) if embedder is _UNSET else embedder
         self.db, self.damage = open_database(settings)
         self.pause = Pause()
         self.gateway = EmbeddingGateway(backend, self.db, Advisory(settings.degraded_advisory),  # type: ignore[arg-type]
-                                        QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl))
+                                        QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl),
+                                        authority=model_authority)
         self.resident = ResidentIndexes(self.db)
-        self.queue = TaskQueue(settings, self.db, self.pause, self.gateway, self.resident, self.refresh_if_changed)
+        self.queue = TaskQueue(settings, self.db, self.pause, self.gateway, self.resident, self.refresh_if_changed,
+                               prepare=self._prepare_identity)
         self.gateway.on_recovered = self.queue.wake  # rows queued while the backend was away can be embedded now
-        self.gateway.on_identity = self.resident.invalidate
+        self.gateway.on_identity = self._identity_decided
         if self.db.fts_problem:  # the full-text index is unusable here: every recall says so
             self.gateway.advisory.set_keyword_problem(f"SQLite {self.db.sqlite_version}: {self.db.fts_problem}")
         self.operating_context = OperatingContext.from_settings(settings)
@@ -133,8 +146,19 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
             self.queue.start()
         if not self.db.read_only:
             self.calibration.start()
+            with self.db.read() as s:
+                interrupted = bool(s.journal.ops())
+            if interrupted:
+                threading.Thread(target=self._recover_bulk_writes, name="cpersona-bulk-recovery", daemon=True).start()
         if self.settings.startup_integrity_check and not self.db.memory:
             self.start_integrity_watch()
+
+    def _recover_bulk_writes(self) -> None:
+        """Undo (or finish) the imports and merges a killed process left half done."""
+        try:
+            bulkwrite.recover(self.db, self._forget_rows)
+        except Exception:
+            log.exception("recovering interrupted imports / merges failed; the next bulk write retries")
 
     def close(self) -> None:
         """Stop background work and close the database and backend. Idempotent."""

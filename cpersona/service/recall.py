@@ -43,7 +43,10 @@ class PoolCounts:
         self._stamp: tuple[int, int] | None = None
 
     def get(self, db: Database, scope: Scope) -> int:
-        stamp = db.change_stamp()
+        stamp = db.change_stamp(wait=False)  # never wait for this process's writer (a long import)
+        if stamp is None:
+            with db.read() as s:
+                return s.search.pool_size(scope)
         with self._lock:
             if self._stamp != stamp:
                 self._cache, self._stamp = {}, stamp

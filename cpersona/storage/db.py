@@ -305,17 +305,75 @@ class Database:
         finally:
             conn.close()
 
-    def data_version(self) -> int:
-        """PRAGMA data_version of the write connection: changes only when ANOTHER
-        connection (another process, or a reader) committed since the last call."""
-        with self._lock, self._named():
-            return self._writer.execute("PRAGMA data_version").fetchone()[0]
+    @contextmanager
+    def snapshot(self) -> Iterator[Session]:
+        """One read transaction on a private connection: every query sees the same
+        committed state (an export's header counts and body agree) while writers go on."""
+        if self.memory:
+            with self._lock:
+                yield self._session(self._writer)
+            return
+        conn = self._connect()
+        try:
+            conn.execute("PRAGMA query_only=1")
+            conn.execute("BEGIN")
+            yield self._session(conn)
+        finally:
+            conn.close()  # ends the read transaction
 
-    def change_stamp(self) -> tuple[int, int]:
+    def wal_bytes(self) -> int:
+        """Size of the `-wal` file (0 for ":memory:" or when there is none)."""
+        try:
+            return 0 if self.memory else os.path.getsize(self.path + "-wal")
+        except OSError:
+            return 0
+
+    def checkpoint(self, wait_ms: int = 200) -> bool:
+        """Copy the WAL into the database and truncate it (`PRAGMA wal_checkpoint(TRUNCATE)`,
+        https://www.sqlite.org/pragma.html#pragma_wal_checkpoint), waiting at most `wait_ms`
+        for readers that still use it. A long bulk write calls this between its chunks: with
+        recalls reading all the time, the automatic (passive) checkpoint can never rewind the
+        WAL and it grows by the size of everything written (750 MB for a 100k-row import).
+        True when the WAL was emptied; never raises for a busy database."""
+        if self.memory:
+            return True
+        with self._lock:
+            self._writer.execute(f"PRAGMA busy_timeout={int(wait_ms)}")
+            try:
+                busy = self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            except sqlite3.OperationalError as err:
+                log.info("WAL checkpoint skipped: %s", err)
+                return False
+            finally:
+                self._writer.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
+        return busy == 0
+
+    def data_version(self, wait: bool = True) -> int | None:
+        """PRAGMA data_version of the write connection: changes only when ANOTHER
+        connection (another process, or a reader) committed since the last call.
+
+        With `wait=False` it answers None instead of waiting while this process holds the
+        write lock (a long import writes chunk after chunk): no other connection can commit
+        meanwhile, so the caller simply looks again next time."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            with self._named():
+                return self._writer.execute("PRAGMA data_version").fetchone()[0]
+        finally:
+            self._lock.release()
+
+    def change_stamp(self, wait: bool = True) -> tuple[int, int] | None:
         """Changes by this process's writer and by any other connection; equal stamps mean
-        the file's rows are unchanged (used to cache derived counts)."""
-        with self._lock, self._named():
-            return self._writer.total_changes, self._writer.execute("PRAGMA data_version").fetchone()[0]
+        the file's rows are unchanged (used to cache derived counts). With `wait=False`,
+        None while this process is writing (the rows are changing: nothing to cache)."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            with self._named():
+                return self._writer.total_changes, self._writer.execute("PRAGMA data_version").fetchone()[0]
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         """Close every connection. Safe to call twice."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from cpersona.errors import DatabaseDamaged, StatementTimeout
-from cpersona.storage import migration, schema
+from cpersona.storage import migration, originals, schema
 from cpersona.storage.failures import condition_of
 
 #: Shadow tables of an external-content FTS5 table (https://www.sqlite.org/fts5.html).
@@ -75,6 +75,11 @@ class IntegrityRepo:
     def schema_version(self) -> int | None:
         """MAX(version) of schema_version; None when the table is absent."""
         return migration.stored_version(self.conn)
+
+    def original_opened_as_is(self, version: int) -> bool:
+        """True for a newer file of the original's 2.6 line that we open in place
+        (storage/originals.py)."""
+        return originals.opens_as_is(self.conn, version)
 
     # ------------------------------------------------------------------- FTS
     @contextmanager

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cpersona.errors import SchemaTooNew
+from cpersona.storage import originals
 from cpersona.storage.schema import (
     FTS_REBUILD_PENDING,
     FTS_TABLES,
@@ -50,12 +51,14 @@ def stored_version(conn: sqlite3.Connection) -> int | None:
 
 
 def check_not_newer(conn: sqlite3.Connection, path: str) -> None:
-    """Raise SchemaTooNew if the file's schema is newer than this code. Reads only."""
+    """Raise SchemaTooNew if the file's schema is newer than this code, unless it is an
+    original CPersona 2.6 file we open as is (`storage/originals.py`). Reads only."""
     version = stored_version(conn)
-    if version is not None and version > SCHEMA_VERSION:
+    if version is not None and version > SCHEMA_VERSION and not originals.opens_as_is(conn, version):
         raise SchemaTooNew(
             f"{path} has schema v{version}, newer than this cpersona (v{SCHEMA_VERSION}); "
-            "upgrade cpersona to open it (the file was not modified)"
+            "upgrade cpersona to open it, or copy its memories into a new database with "
+            "`cpersona import --from-db FILE` (the file was not modified)"
         )
 
 
@@ -177,7 +180,8 @@ STEPS = (
          lambda c, f: bool(_missing(c, "index", UNIQUE_INDEXES)), lambda c, f: _ensure_unique_indexes(c)),
     Step(6, "create the FTS tables and triggers, rebuild a stale index",
          lambda c, f: f and (_fts_out_of_step(c) or bool(_stale_fts_triggers(c))), _bootstrap_fts),
-    Step(7, "stamp the schema version", lambda c, f: stored_version(c) != SCHEMA_VERSION, _stamp),
+    # an original 2.6 file keeps its own newer stamp (storage/originals.py)
+    Step(7, "stamp the schema version", lambda c, f: (stored_version(c) or 0) < SCHEMA_VERSION, _stamp),
 )
 
 

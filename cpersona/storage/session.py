@@ -13,9 +13,12 @@ from contextlib import contextmanager
 from functools import cached_property
 
 from cpersona.storage.agents import AgentRepo
+from cpersona.storage.bulk import BulkRepo
+from cpersona.storage.dump import DumpRepo
 from cpersona.storage.episodes import EpisodeRepo
 from cpersona.storage.integrity import IntegrityRepo
 from cpersona.storage.inventory import InventoryRepo
+from cpersona.storage.journal import JournalRepo
 from cpersona.storage.memories import MemoryRepo
 from cpersona.storage.meta import MetaRepo
 from cpersona.storage.profiles import ProfileRepo
@@ -97,3 +100,15 @@ class Session:
     @cached_property
     def inventory(self) -> InventoryRepo:
         return InventoryRepo(self.conn)
+
+    @cached_property
+    def dump(self) -> DumpRepo:
+        return DumpRepo(self.conn)
+
+    @cached_property
+    def bulk(self) -> BulkRepo:
+        return BulkRepo(self.conn)
+
+    @cached_property
+    def journal(self) -> JournalRepo:
+        return JournalRepo(self.conn)

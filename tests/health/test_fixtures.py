@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -67,13 +68,24 @@ def test_original_2_5_4_after_opening_is_healthy_and_fixes_keep_the_locked_row(t
     assert rows(path, "SELECT * FROM memories WHERE locked = 1") == locked_before
 
 
-def test_original_2_6_14_is_reported_as_a_newer_schema_and_left_untouched(tmp_path):
+def test_original_2_6_14_opens_in_place_and_its_newer_stamp_is_no_finding(tmp_path):
     path = _copy(tmp_path, "2.6.14")
     digest = _digest(path)
     report = _report(path)
+    assert not [i for i in report["issues"] if i["type"] == "schema_version_mismatch"]
+    assert _digest(path) == digest  # a report-only checkup leaves the file as it is
+    engine = new_engine(path)  # the original's 2.6 line is opened in place (storage/originals.py)
+    engine.close()
+
+
+def test_a_file_newer_than_every_known_release_is_a_critical_finding(tmp_path):
+    path = _copy(tmp_path, "2.5.4")
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO schema_version(version) VALUES (99)")
+    conn.commit()
+    conn.close()
+    report = _report(path)
     issue = one(report, "schema_version_mismatch")
-    assert issue["severity"] == "critical" and issue["found"] == 21 and "newer release" in issue["reason"]
-    assert report["status"] == "unhealthy"
+    assert issue["severity"] == "critical" and issue["found"] == 99 and "newer release" in issue["reason"]
     with pytest.raises(SchemaTooNew):
         new_engine(path)
-    assert _digest(path) == digest

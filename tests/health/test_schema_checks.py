@@ -55,9 +55,9 @@ def test_fts_disabled_or_missing_is_reported_not_crashed(make_engine, tmp_path):
 
 
 def test_schema_version_mismatch_is_critical_and_explained(engine_none):
-    raw(engine_none, "INSERT INTO schema_version(version) VALUES (21)")
+    raw(engine_none, "INSERT INTO schema_version(version) VALUES (99)")
     issue = one(engine_none.check_health(checks=["schema_version"]), "schema_version_mismatch")
-    assert issue["severity"] == "critical" and issue["found"] == 21 and "newer release" in issue["reason"]
+    assert issue["severity"] == "critical" and issue["found"] == 99 and "newer release" in issue["reason"]
     assert "repairable" not in issue  # no fix exists: a newer file is never rewritten
 
 

@@ -110,7 +110,7 @@ def test_tools_are_listed_with_annotations_and_descriptions(run):
             assert effective == (destructive, idempotent), name
     schema = tools["update_memory"].input_schema
     assert set(schema["required"]) == {"memory_id", "content"}
-    assert schema["properties"]["memory_id"]["anyOf"] == [{"type": "integer"}, {"type": "string"}]  # id or "mem:N"
+    assert schema["properties"]["memory_id"]["type"] == ["integer", "string"]  # id or "mem:N"
     assert tools["pause_persistence"].input_schema["properties"]["ttl_seconds"]["maximum"] == 86400
     assert run.stream_errors == [] and "Traceback" not in run.stderr
 

@@ -93,8 +93,8 @@ def test_list_tools_has_the_five_tools_fully_described(first_run):
         assert list(_properties(tool.input_schema)), name
     # both call shapes of the original: the flat one of its current release and the 2.5 `message` object
     assert {p for p, _ in _properties(tools["store"].input_schema)} >= {
-        "agent_id", "content", "id", "source", "timestamp", "metadata", "lock", "message", "channel", "project_id",
-    }  # session_key is accepted but not published (cpersona/mcp/registry.py: UNPUBLISHED)
+        "agent_id", "content", "id", "source", "timestamp", "metadata", "lock", "channel", "project_id",
+    }  # session_key and the 2.5 `message` object are accepted but not published (mcp/registry.py: UNPUBLISHED)
     assert tools["store"].input_schema["required"] == ["agent_id"]
     assert sorted(tools["recall"].input_schema["required"]) == ["agent_id", "query"]
     limit = tools["recall"].input_schema["properties"]["limit"]

@@ -14,8 +14,8 @@ from cpersona.mcp.results import call
 from cpersona.service.engine import Engine
 
 #: Reads, and writes only when `fix` is true (the original declares only "not read-only").
-CHECK = ToolAnnotations(read_only_hint=False)
-Fix = Annotated[StrictBool, Field(description="Repair (never a locked memory).")]
+CHECK = ToolAnnotations()  # fix repairs rows: no hint differs from the MCP defaults
+Fix = Annotated[StrictBool, Field(description="Repair.")]
 
 
 def register(app: MCPServer, engine: Engine) -> None:
@@ -24,7 +24,7 @@ def register(app: MCPServer, engine: Engine) -> None:
     def check_health(
         agent_id: Annotated[StrictStr, Field(description="'' = whole store.")] = "",
         fix: Fix = False,
-        checks: Annotated[list[StrictStr], Field(max_length=100, description="[] = all.")] = [],  # noqa: B006 — published default, never mutated
+        checks: Annotated[list[StrictStr], Field(max_length=100)] = [],  # noqa: B006 — published default, never mutated
     ) -> str:
         """Integrity checks of the store, repaired with fix. {status, severity_summary, issues}."""
         return call("check_health", lambda: engine.check_health(agent_id, fix, checks))
@@ -32,7 +32,7 @@ def register(app: MCPServer, engine: Engine) -> None:
     def deep_check(
         agent_id: StrictStr,
         fix: Fix = False,
-        checks: Annotated[list[StrictStr], Field(max_length=20, description="[] = all.")] = [],  # noqa: B006 — published default, never mutated
+        checks: Annotated[list[StrictStr], Field(max_length=20)] = [],  # noqa: B006 — published default, never mutated
     ) -> str:
         """Per-agent content checks (sources, tiny rows, profile, episodes, near-duplicates). {results}."""
         return call("deep_check", lambda: engine.deep_check(agent_id, fix, checks))

@@ -26,8 +26,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         ttl_seconds: Annotated[StrictInt, Field(ge=1, le=MAX_TTL_SECONDS)] = DEFAULT_TTL_SECONDS,
         session_key: SessionKey = "",
     ) -> str:
-        """Off the record: for ttl_seconds write tools write nothing (persisted: false).
-        Covers calls with this session_key, or every keyless caller."""
+        """Off the record for ttl_seconds: write tools write nothing (persisted: false)."""
         return call("pause_persistence", lambda: engine.pause_persistence(ttl_seconds), session_key=session_key)
 
     def resume_persistence(session_key: SessionKey = "") -> str:
@@ -35,19 +34,18 @@ def register(app: MCPServer, engine: Engine) -> None:
         return call("resume_persistence", engine.resume_persistence, session_key=session_key)
 
     def persistence_status(session_key: SessionKey = "") -> str:
-        """Is persistence paused? {paused, expires_at, ttl_remaining_seconds, scope}."""
+        """Is persistence paused?"""
         return call("persistence_status", engine.persistence_status, session_key=session_key)
 
     def get_operating_context(
-        section: Annotated[StrictStr, Field(description="A doctrine section; '' = overview.")] = "",
+        section: Annotated[StrictStr, Field(description="'' = overview.")] = "",
     ) -> str:
-        """The operator's rules: project ids, each agent's default project ("@auto"),
-        doctrine sections."""
+        """The operator's rules: project ids, default projects ("@auto"), doctrine."""
         return call("get_operating_context", lambda: engine.get_operating_context(section))
 
     def update_memory(memory_id: MemoryRef, content: StrictStr, agent_id: Owner = "",
                       session_key: SessionKey = "") -> str:
-        """Correct a memory: content replaces its text (re-embedded, same id). Refused while locked."""
+        """Correct a memory's text (re-embedded, same id); refused while locked."""
         return call("update_memory", lambda: engine.update_memory(memory_id, content, agent_id),
                     session_key=session_key)
 
@@ -60,7 +58,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         return call("delete_episode", lambda: engine.delete_episode(episode_id, agent_id), session_key=session_key)
 
     def lock_memory(memory_id: MemoryRef, agent_id: Owner = "", session_key: SessionKey = "") -> str:
-        """Protect a memory from update and delete (not a ranking boost)."""
+        """Protect a memory from update and delete (no ranking boost)."""
         return call("lock_memory", lambda: engine.lock_memory(memory_id, agent_id), session_key=session_key)
 
     def unlock_memory(memory_id: MemoryRef, agent_id: Owner = "", session_key: SessionKey = "") -> str:
@@ -72,7 +70,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         return call("delete_agent_data", lambda: engine.delete_agent_data(agent_id), session_key=session_key)
 
     def get_queue_status() -> str:
-        """Background embedding queue (0 pending, 0 failed = healthy)."""
+        """Embedding queue; 0 pending, 0 failed = healthy."""
         return call("get_queue_status", engine.queue_status)
 
     tools = (

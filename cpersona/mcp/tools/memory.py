@@ -52,24 +52,23 @@ def message_fields(message: Any, flat: dict[str, Any]) -> dict[str, Any]:
 
 def register(app: MCPServer, engine: Engine) -> None:
     """Add the five tools to `app`, bound to `engine`."""
-    cap = engine.settings.max_content_length
 
     def store(
         agent_id: AgentId,
-        content: Annotated[StrictStr | None, Field(description="Required (or message).")] = None,
+        content: Annotated[StrictStr | None, Field()] = None,
         id: Annotated[StrictStr | None, Field(description="Your message id (dedup).")] = None,
         source: Annotated[JsonObject | StrictStr | None,
-                          Field(description="Who said it: {type: User|Agent|System, id, name} or a name.")] = None,
+                          Field(description="{type: User|Agent|System, id, name} or a name.")] = None,
         timestamp: Annotated[StrictStr | None, Field(description="ISO-8601; default now.")] = None,
         metadata: JsonObject | None = None,
-        lock: Annotated[StrictBool, Field(description="Also lock_memory it.")] = False,
+        lock: Annotated[StrictBool, Field(description="Also lock it.")] = False,
         message: Annotated[JsonObject | None, Field(description="Legacy: the 5 fields above.")] = None,
         channel: WriteChannel = "",
         project_id: WriteProject = "",
         session_key: SessionKey = "",
     ) -> str:
-        """Keep one fact, decision or rule. Same content or id in this scope is skipped, never
-        overwritten (use update_memory). {ok, result: stored|skipped|rejected, id}."""
+        """Keep one fact, decision or rule; the same content or id in this scope is skipped, never overwritten
+        (update_memory corrects). {ok, result, id}."""
         fields = message_fields(message, {"content": content, "id": id, "source": source, "timestamp": timestamp,
                                           "metadata": metadata})
 
@@ -83,7 +82,6 @@ def register(app: MCPServer, engine: Engine) -> None:
 
         return call("store", run, {"result": "rejected"}, session_key)
 
-    store.__doc__ = f"{store.__doc__} Over {cap} chars is cut (truncated)."
 
     def recall(
         agent_id: AgentId,
@@ -99,9 +97,9 @@ def register(app: MCPServer, engine: Engine) -> None:
         verbose: Verbose = False,
         session_key: SessionKey = "",
     ) -> str:
-        """Find relevant memories and session summaries (call it at the start of a task).
-        messages run WORST to BEST: the LAST is the best. Long rows are previews: get_contents
-        expands their refs. advisory = degraded search: tell the user; gate: act on its fix."""
+        """Memories and session summaries for query; call it at a task's start. messages run WORST to BEST:
+        the LAST is the best. get_contents expands previews. advisory: degraded search, tell the user;
+        gate: act on its fix."""
         req = RecallRequest(agent_id, query, limit, deep, channel, project_id, source_id, tuple(exclude_contents))
         return call("recall", lambda: engine.recall(req, preview_rows=True, full_content=full_content,
                                                     verbose=verbose), {"messages": []}, session_key)
@@ -117,8 +115,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         project_id: StrictStr = "",
         session_key: SessionKey = "",
     ) -> str:
-        """Keep your summary of a finished session; recall finds it beside memories and older
-        memories rank lower. {ok, episode_id}."""
+        """Keep your summary of a finished session; older memories then rank lower. {ok, episode_id}."""
         return call("archive_episode", lambda: engine.archive_episode(
             agent_id, summary, keywords=keywords, history=history, resolved=resolved, channel=channel,
             project_id=project_id), {"episode_id": None}, session_key)
@@ -129,7 +126,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         project_id: Project = None,
         cursor: Cursor = "",
     ) -> str:
-        """Memories newest first, no ranking. Returns {memories, count, next_cursor?}."""
+        """Memories newest first: {memories, next_cursor?}."""
         return call("list_memories", lambda: engine.list_memories(agent_id, limit, project_id, cursor),
                     {"memories": [], "count": 0})
 
@@ -139,7 +136,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         project_id: Project = None,
         cursor: Cursor = "",
     ) -> str:
-        """Session summaries newest first. Returns {episodes, count, next_cursor?}."""
+        """Session summaries newest first: {episodes, next_cursor?}."""
         return call("list_episodes", lambda: engine.list_episodes(agent_id, limit, project_id, cursor),
                     {"episodes": [], "count": 0})
 

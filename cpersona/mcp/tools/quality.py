@@ -19,7 +19,7 @@ from cpersona.mcp.results import call
 from cpersona.mcp.tools.schemas import Agent, JsonObject, Project, RecallLimit, SessionKey
 from cpersona.retrieval.context import MAX_ENTRIES
 from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.retrieval.preview import CONTENTS_BUDGET, MAX_REFS
+from cpersona.retrieval.preview import MAX_REFS
 from cpersona.service.engine import Engine
 
 #: A number argument (integers accepted; booleans are not numbers).
@@ -29,7 +29,6 @@ Number = StrictFloat
 def register(app: MCPServer, engine: Engine) -> None:
     """Add the seven quality-layer tools to `app`, bound to `engine`."""
     max_sample = engine.settings.calibrate_max_sample
-    max_profile = engine.settings.max_profile_length
 
     def recall_with_context(
         agent_id: Agent,
@@ -45,8 +44,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         verbose: StrictBool = False,
         session_key: SessionKey = "",
     ) -> str:
-        """recall (same arguments) merged with your conversation, deduplicated, in CHRONOLOGICAL
-        order: the last row is the newest, not the best."""
+        """recall merged with your conversation, deduplicated, CHRONOLOGICAL: the last row is the newest."""
         req = RecallRequest(agent_id, query, limit, deep, channel, project_id, source_id)
         return call("recall_with_context", lambda: engine.recall_with_context(
             req, external_context, preview_rows=True, full_content=full_content, verbose=verbose),
@@ -56,22 +54,18 @@ def register(app: MCPServer, engine: Engine) -> None:
         agent_id: Agent,
         refs: Annotated[list[StrictStr], Field(max_length=MAX_REFS, description="e.g. [\"mem:12\", \"ep:3\"]")],
     ) -> str:
-        """Full text of recall previews (your own rows). Returns {items, missing, deferred?}:
-        call again with deferred."""
+        """Full text of recall previews (your rows): {items, missing, deferred?}; ask again for deferred."""
         return call("get_contents", lambda: engine.get_contents(agent_id, refs))
 
-    get_contents.__doc__ = f"{get_contents.__doc__} {CONTENTS_BUDGET:,} chars per call."
 
     def get_profile(agent_id: Agent) -> str:
-        """The agent's profile text. Returns {profile}."""
+        """The agent's profile text: {profile}."""
         return call("get_profile", lambda: engine.get_profile(agent_id))
 
     def update_profile(agent_id: Agent, profile: StrictStr, session_key: SessionKey = "") -> str:
-        """Replace the agent's profile with text you wrote; recall shows it once the agent
-        has 50 rows."""
+        """Replace the agent's profile with your text; recall adds it from 50 rows on."""
         return call("update_profile", lambda: engine.update_profile(agent_id, profile), session_key=session_key)
 
-    update_profile.__doc__ = f"{update_profile.__doc__} Cut at {max_profile} chars."
 
     def calibrate_threshold(
         agent_id: Annotated[StrictStr, Field(description="'' = the global threshold.")],
@@ -81,8 +75,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         percentile: Number = 0,
         session_key: SessionKey = "",
     ) -> str:
-        """Measure the agent's quality gate from its own corpus (no labels; needs 10 embedded
-        memories)."""
+        """Measure the agent's quality gate from its corpus (needs 10 embedded memories)."""
         return call("calibrate_threshold", lambda: engine.calibrate_threshold(
             agent_id, sample_size, z_factor, method, percentile), session_key=session_key)
 
@@ -92,8 +85,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         beta: Annotated[Number, Field(description="Custom β > 0 (wins).")] = 0,
         session_key: SessionKey = "",
     ) -> str:
-        """Set the agent's recall gate (strict: fewer, surer rows; lenient: more) and
-        recalibrate."""
+        """Move the agent's gate (strict: fewer, surer rows; lenient: more) and recalibrate."""
         return call("set_recall_precision", lambda: engine.set_recall_precision(agent_id, precision, beta),
                     session_key=session_key)
 

@@ -14,7 +14,7 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from cpersona.policy.pause import MAX_SESSION_KEY
 
-AgentId = Annotated[StrictStr, Field(description="Whose memory; agents never share rows.")]
+AgentId = StrictStr
 #: The same arguments without a description, for the tools after the first that take them
 #: (the model has read it once in the tools list).
 Agent = StrictStr
@@ -25,13 +25,13 @@ WriteChannel = Annotated[StrictStr, Field(description="'' = seen from every chan
 ReadChannel = Annotated[StrictStr, Field(description="'' = all; 'X' = X + channel-less rows.")]
 RecallLimit = Annotated[StrictInt, Field(ge=0, le=100)]
 #: list_* limits are clamped by the service (0..500 / 0..200), as the original clamps them.
-ListLimit = Annotated[StrictInt, Field(description="Clamped to 0..max.")]
-Cursor = Annotated[StrictStr, Field(description="A next_cursor.")]
+ListLimit = StrictInt
+Cursor = StrictStr  # a next_cursor of the previous page
 SessionKey = Annotated[StrictStr, Field(max_length=MAX_SESSION_KEY)]
-SourceId = Annotated[StrictStr, Field(description="Only rows whose source.id starts with this.")]
-Deep = Annotated[StrictBool, Field(description="Search harder (halves the gate).")]
+SourceId = Annotated[StrictStr, Field(description="Prefix of source.id.")]
+Deep = Annotated[StrictBool, Field(description="Halve the gate.")]
 FullContent = Annotated[StrictBool, Field(description="Whole rows, not previews.")]
-Verbose = Annotated[StrictBool, Field(description="All scores in match_reason.")]
+Verbose = StrictBool
 JsonObject = dict[str, Any]
 #: A memory row: its id or its ref as recall prints it ("mem:12").
 MemoryRef = Annotated[StrictInt | StrictStr, Field(description="Id or 'mem:N'.")]

@@ -13,14 +13,14 @@ from cpersona.mcp.results import call
 from cpersona.service.engine import Engine
 
 #: Reads a verdict; with apply=true installs software (not read-only, not idempotent).
-CHECK = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+CHECK = ToolAnnotations(destructive_hint=False)  # only hints that differ from MCP's defaults
 
 
 def register(app: MCPServer, engine: Engine) -> None:
     """Add check_update to `app`, bound to `engine`."""
 
     def check_update(
-        refresh: Annotated[StrictBool, Field(description="Ask the index again.")] = False,
+        refresh: StrictBool = False,
         apply: Annotated[StrictBool, Field(description="Install it (then restart).")] = False,
     ) -> str:
         """A newer release out, or this one withdrawn? {state, latest, notice}. apply installs."""

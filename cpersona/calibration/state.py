@@ -188,8 +188,9 @@ class CalibrationState:
         """The calibrated gate of `agent_id` for one recall, or the heuristic plus the
         notice explaining why (None when nothing is wrong)."""
         threshold = self.vector_threshold(agent_id)
+        beta = self.beta(agent_id)
         if self.vectors.model_id is None:
-            return AgentGate(threshold)
+            return AgentGate(threshold, beta=beta)
         with self._lock:
             fresh = self._fresh()
             calibrated = fresh and agent_id in self.thresholds
@@ -206,6 +207,7 @@ class CalibrationState:
             fused_gate=gate if self.settings.fused_gate_enabled else None,
             signal=signal,
             cosine_min=threshold if calibrated else None,
+            beta=beta,
             notice=self._notice(agent_id, calibrated, gate, failure, problem, running, signal),
         )
 

@@ -11,6 +11,7 @@ from cpersona.errors import InvalidArgument
 from cpersona.policy import validate
 from cpersona.storage.records import EpisodeDraft, MemoryDraft
 from cpersona.util.text import normalize_source, sanitize
+from cpersona.util.words import visible
 from cpersona.util.time import utc_now_iso
 
 
@@ -24,8 +25,11 @@ def clean_text(argument: str, raw: Any, cap: int) -> str:
         raise InvalidArgument(argument, f"is {len(raw)} characters; {too_long}")
     if not raw.strip():
         raise InvalidArgument(argument, "must not be empty")
+    if not visible(raw):
+        raise InvalidArgument(argument, "must not be empty: it holds only invisible format characters "
+                                        "(zero-width spaces, joiners, byte-order marks)")
     clean, _ = sanitize(raw, len(raw))
-    if not clean:
+    if not visible(clean):
         raise InvalidArgument(argument, "is empty after removing [Memory from …] markers")
     if len(clean) > cap:
         raise InvalidArgument(argument, f"is {len(clean)} characters; {too_long}")

@@ -26,7 +26,7 @@ from cpersona.storage.session import Session
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
-_VOCAB_TABLES = ("memories_fts", "episodes_fts")
+_VOCAB_TABLES = ("memories_fts", "episodes_fts", "memories_words")
 
 
 class Database:

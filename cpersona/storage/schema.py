@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cpersona.errors import SchemaTooNew
+from cpersona.util.words import index_form
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,26 @@ FTS_TRIGGERS = {
         INSERT INTO episodes_fts(rowid, summary, keywords) VALUES (new.id, new.summary, new.keywords); END""",
 }
 
+#: Ours, beyond v13: the word index beside the trigram index — stemmed words and CJK/Hangul
+#: bigrams of the NFKC text (cpersona/util/words.py), written by `MemoryRepo.insert` /
+#: `update_content` because the form is computed in Python. The triggers only remove rows,
+#: so a write by the original CPersona (which knows neither table nor function) cannot fail
+#: on them; rows it added or changed are indexed at our next open (`_bootstrap_words`).
+WORD_TABLES = {
+    "memories_words": "CREATE VIRTUAL TABLE IF NOT EXISTS memories_words USING fts5("
+    "body, tokenize='unicode61 remove_diacritics 0')",
+}
+
+WORD_TRIGGERS = {
+    "memories_words_ad": """CREATE TRIGGER IF NOT EXISTS memories_words_ad AFTER DELETE ON memories BEGIN
+        DELETE FROM memories_words WHERE rowid = old.id; END""",
+    "memories_words_au": """CREATE TRIGGER IF NOT EXISTS memories_words_au AFTER UPDATE OF content ON memories
+        WHEN old.content <> new.content BEGIN
+        DELETE FROM memories_words WHERE rowid = old.id; END""",
+}
+#: Rows indexed per statement while filling the word index.
+WORD_BACKFILL_BATCH = 2000
+
 
 def stored_version(conn: sqlite3.Connection) -> int | None:
     """MAX(version) of schema_version, or None when the table is absent (new file)."""
@@ -213,6 +234,7 @@ def migrate(conn: sqlite3.Connection, fts_enabled: bool) -> None:
             step.run(conn)
     if fts_enabled:
         _bootstrap_fts(conn, rebuild_needed=had_memories)
+        _bootstrap_words(conn)
     with conn:
         conn.execute("INSERT OR REPLACE INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
 
@@ -276,6 +298,29 @@ def _bootstrap_fts(conn: sqlite3.Connection, rebuild_needed: bool) -> None:
             conn.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
         _set_user_bit(conn, FTS_REBUILD_PENDING, False)
         log.info("FTS5 indexes rebuilt")
+
+
+def _bootstrap_words(conn: sqlite3.Connection) -> None:
+    """Create the word index and its triggers, then index every memory it lacks: all of
+    them on the first open (the backfill), afterwards the rows another program (the
+    original CPersona) inserted or changed since our last open."""
+    with conn:
+        for ddl in (*WORD_TABLES.values(), *WORD_TRIGGERS.values()):
+            conn.execute(ddl)
+    done = 0
+    while True:
+        with conn:
+            rows = conn.execute(
+                "SELECT id, content FROM memories WHERE id NOT IN (SELECT rowid FROM memories_words) ORDER BY id LIMIT ?",
+                (WORD_BACKFILL_BATCH,),
+            ).fetchall()
+            conn.executemany("INSERT INTO memories_words(rowid, body) VALUES (?, ?)",
+                             [(i, index_form(text)) for i, text in rows])
+        done += len(rows)
+        if len(rows) < WORD_BACKFILL_BATCH:
+            break
+    if done:
+        log.info("word index: %d memories indexed", done)
 
 
 def _set_user_bit(conn: sqlite3.Connection, bit: int, on: bool) -> None:

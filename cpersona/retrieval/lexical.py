@@ -1,0 +1,88 @@
+"""The memory keyword channel's two indexes, fused into one list with an absolute score.
+
+* trigram — FTS5 `trigram` over the stored text (the design's index: substrings of ≥ 3
+  characters, identifiers, Japanese without word boundaries);
+* words   — FTS5 over the word form of the text (cpersona/util/words.py: NFKC without
+  format characters, stemmed English words, CJK/Hangul bigrams, words of any length), so
+  `use` matches `uses` but not `user`, and `2`, `4`, 广西, 서울 are findable.
+
+Each row gets two numbers on a 0..1 scale:
+
+* `coverage` — the share of the query's information the row holds as whole words:
+  Σ idf(t) over the query's word terms found in the row / Σ idf(t) over all of them
+  (idf as in SQLite's bm25). A question whose rare words appear nowhere ("Do we use
+  Kubernetes?" on a store without it) scores low on every row, however well the common
+  words match: the absolute evidence the quality gate needs.
+* `lexical` — the ranking score: the mean of the two indexes' bm25, each divided by the
+  best bm25 of its index for this query (Bruch et al., TOIS 2023: per-query max
+  normalisation), multiplied by the coverage and renormalised so the best row of the
+  channel keeps its relative weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from cpersona.retrieval import term_stats
+from cpersona.retrieval.candidate import Candidate
+from cpersona.storage import Session
+from cpersona.util.text import match_expression
+from cpersona.util.words import query_terms, word_tokens
+
+WORDS = "memories_words"
+
+
+@dataclass(frozen=True)
+class WordQuery:
+    """A query's word terms and their idf (empty when the query has none)."""
+
+    terms: tuple[str, ...]
+    idf: dict[str, float]
+
+    @property
+    def attainable(self) -> float:
+        return sum(self.idf.values())
+
+    def coverage(self, content: str) -> float:
+        """Σ idf of the terms `content` holds / Σ idf of all terms (0 without terms)."""
+        total = self.attainable
+        if total <= 0:
+            return 0.0
+        present = set(word_tokens(content))
+        return sum(w for t, w in self.idf.items() if t in present) / total
+
+
+def word_query(session: Session, text: str) -> WordQuery:
+    terms = tuple(query_terms(text))
+    return WordQuery(terms, term_stats.idf(session, WORDS, list(terms)) if terms else {})
+
+
+def word_hits(session: Session, wq: WordQuery, run: Callable[[str], list]) -> list:
+    """Rows of the word index matching any term (bm25 order); [] without terms."""
+    return run(match_expression(list(wq.terms))) if wq.terms else []
+
+
+def cover(rows: list[Candidate], wq: WordQuery) -> None:
+    """Set `coverage` on the rows that have none yet (vector and episode hits), so the gate
+    sees the same evidence for every row."""
+    if wq.terms:
+        for cand in rows:
+            if cand.coverage is None and cand.kind != "profile":
+                cand.coverage = wq.coverage(cand.content)
+
+
+def _relative(rows: Iterable[Candidate], get: Callable[[Candidate], float | None]) -> dict[tuple[str, int], float]:
+    raw = {c.key: -v for c in rows if (v := get(c)) is not None}
+    best = max(raw.values(), default=0.0)
+    return {k: (v / best if best > 0 else 1.0) for k, v in raw.items()}
+
+
+def score(rows: list[Candidate], wq: WordQuery) -> list[Candidate]:
+    """Set `coverage` and `lexical` on every row (module doc); best first."""
+    tri = _relative(rows, lambda c: c.bm25)
+    word = _relative(rows, lambda c: c.word_bm25)
+    for cand in rows:
+        cand.coverage = wq.coverage(cand.content) if wq.terms else None
+        cand.lexical = (tri.get(cand.key, 0.0) + word.get(cand.key, 0.0)) / 2
+    return sorted(rows, key=lambda c: -(c.lexical or 0.0))

@@ -32,11 +32,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common
-
 from cpersona.config import Settings
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.service.engine import Engine
+
+import common
 
 
 def query_vectors(engine: Engine, texts: list[str], cache: Path) -> dict[str, np.ndarray]:

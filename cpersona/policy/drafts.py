@@ -11,8 +11,8 @@ from cpersona.errors import InvalidArgument
 from cpersona.policy import validate
 from cpersona.storage.records import EpisodeDraft, MemoryDraft
 from cpersona.util.text import normalize_source, sanitize
-from cpersona.util.words import visible
 from cpersona.util.time import utc_now_iso
+from cpersona.util.words import visible
 
 
 def clean_text(argument: str, raw: Any, cap: int) -> str:

@@ -122,12 +122,16 @@ class Gate:
     gate_signal: str | None = None
     cosine_min: float | None = None
     enabled: bool = True
+    #: the whole query, lower-cased and stripped ('' = none)
+    whole: str = ""
     #: `answer_bar`: (cosine, coverage); None = every recall answers (no abstention).
     answer: tuple[float, float] | None = None
 
     def exact(self, cand: Candidate) -> bool:
+        """The row contains a needle, or IS the query (a stored text is findable by itself,
+        however short)."""
         text = cand.content.lower()
-        return any(n in text for n in self.needles)
+        return any(n in text for n in self.needles) or (bool(self.whole) and text.strip() == self.whole)
 
     def passes(self, cand: Candidate) -> bool:
         if cand.kind == PROFILE:

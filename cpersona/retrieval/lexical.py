@@ -21,6 +21,7 @@ Each row gets two numbers on a 0..1 scale:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -35,27 +36,38 @@ WORDS = "memories_words"
 
 @dataclass(frozen=True)
 class WordQuery:
-    """A query's word terms and their idf (empty when the query has none)."""
+    """A query's word terms and their idf (empty when the query has none). `groups` are
+    the alternatives of a query written with the OR operator (`广西 OR 桂林 OR 漓江`):
+    such a query is answered by a row that holds any one of them."""
 
     terms: tuple[str, ...]
     idf: dict[str, float]
+    groups: tuple[tuple[str, ...], ...] = ()
 
     @property
     def attainable(self) -> float:
         return sum(self.idf.values())
 
     def coverage(self, content: str) -> float:
-        """Σ idf of the terms `content` holds / Σ idf of all terms (0 without terms)."""
-        total = self.attainable
-        if total <= 0:
-            return 0.0
+        """Σ idf of the terms `content` holds / Σ idf of all terms (0 without terms); the
+        best alternative for an OR query."""
         present = set(word_tokens(content))
-        return sum(w for t, w in self.idf.items() if t in present) / total
+        return max((self._share(group, present) for group in self.groups or (self.terms,)), default=0.0)
+
+    def _share(self, terms: tuple[str, ...], present: set[str]) -> float:
+        total = sum(self.idf.get(t, 0.0) for t in terms)
+        return sum(self.idf.get(t, 0.0) for t in terms if t in present) / total if total > 0 else 0.0
+
+
+#: The explicit OR operator of a query (upper case, between spaces, as in FTS5 syntax).
+_OR = re.compile(r"\s+OR\s+")
 
 
 def word_query(session: Session, text: str) -> WordQuery:
     terms = tuple(query_terms(text))
-    return WordQuery(terms, term_stats.idf(session, WORDS, list(terms)) if terms else {})
+    alternatives = _OR.split(text.strip())
+    groups = tuple(g for g in (tuple(query_terms(a)) for a in alternatives) if g) if len(alternatives) > 1 else ()
+    return WordQuery(terms, term_stats.idf(session, WORDS, list(terms)) if terms else {}, groups)
 
 
 def word_hits(session: Session, wq: WordQuery, run: Callable[[str], list]) -> list:

@@ -311,7 +311,8 @@ def _bootstrap_words(conn: sqlite3.Connection) -> None:
     while True:
         with conn:
             rows = conn.execute(
-                "SELECT id, content FROM memories WHERE id NOT IN (SELECT rowid FROM memories_words) ORDER BY id LIMIT ?",
+                "SELECT id, content FROM memories WHERE id NOT IN (SELECT rowid FROM memories_words) "
+                "ORDER BY id LIMIT ?",
                 (WORD_BACKFILL_BATCH,),
             ).fetchall()
             conn.executemany("INSERT INTO memories_words(rowid, body) VALUES (?, ?)",

@@ -14,9 +14,10 @@ query is matched against in it.
   split into runs of letters and digits; English words reduced to their Snowball stem
   (Porter2, https://snowballstem.org — `uses`/`used` → `use`, but not `user`); runs of
   CJK ideographs, kana and Hangul (written without spaces, or with particles glued to the
-  word) as overlapping character bigrams, the standard unit of CJK keyword retrieval
-  (Kwok, "Comparing representations in Chinese information retrieval", SIGIR 1997), so a
-  two-character word such as 广西, 设备 or 서울 is findable.
+  word) as overlapping character bigrams plus single characters, the standard units of
+  CJK keyword retrieval (Kwok, "Comparing representations in Chinese information
+  retrieval", SIGIR 1997), so a two-character word such as 广西, 设备 or 서울, or one
+  character such as 雨, is findable.
 * `query_terms` — the distinct tokens of a query minus English function words.
 
 The tokens are space-separated letters and digits only, so SQLite's `unicode61` tokenizer
@@ -34,7 +35,8 @@ import Stemmer
 from cpersona.util.text import STOPWORDS
 
 #: Ideographs, kana, half-width katakana and Hangul syllables / jamo: scripts indexed as bigrams.
-_BIGRAM_SCRIPTS = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+_BIGRAM_SCRIPTS = ("\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+                   "\uf900-\ufaff\uff66-\uff9f")
 _BIGRAM_RUN = re.compile(f"[{_BIGRAM_SCRIPTS}]+")
 _HAS_BIGRAM_SCRIPT = re.compile(f"[{_BIGRAM_SCRIPTS}]")
 #: Letters and digits (Python's `\w` without the underscore): what unicode61 keeps as tokens.
@@ -80,8 +82,9 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def _split(token: str) -> list[str]:
-    """One letter/digit run → its index tokens (stems, or bigrams for CJK/Hangul parts)."""
+def _split(token: str, unigrams: bool = False) -> list[str]:
+    """One letter/digit run → its tokens (stems, or bigrams for CJK/Hangul parts; the index
+    also holds each CJK/Hangul character alone, for one-character queries such as 雨)."""
     if _ASCII_WORD.fullmatch(token):
         return [_stem(token)]
     if not _HAS_BIGRAM_SCRIPT.search(token):
@@ -91,7 +94,10 @@ def _split(token: str) -> list[str]:
     for m in _BIGRAM_RUN.finditer(token):
         if m.start() > pos:
             out.append(token[pos : m.start()])
-        out.extend(_bigrams(m.group()))
+        run = m.group()
+        out.extend(_bigrams(run))
+        if unigrams and len(run) > 1:
+            out.extend(run)
         pos = m.end()
     if pos < len(token):
         out.append(token[pos:])
@@ -102,7 +108,7 @@ def word_tokens(text: str) -> list[str]:
     """The word-index tokens of `text`, in order (see module doc)."""
     out: list[str] = []
     for token in _TOKEN.findall(match_form(text).casefold()):
-        out.extend(_split(token))
+        out.extend(_split(token, unigrams=True))
     return out
 
 

@@ -63,14 +63,16 @@ class AgentGate:
     notice: dict[str, Any] | None = None
 
 
-def answer_bar(vector_threshold: float, beta: float) -> tuple[float, float]:
+def answer_bar(vector_threshold: float, beta: float, vectors: bool = True) -> tuple[float, float]:
     """(cosine, coverage) that at least one row of a recall must reach for the recall to
     answer at all (see `Gate.apply`). At β = 1 (balanced): the agent's vector threshold
     and half of the query's word information; the weight β/(1+β) of precision in an F-β
     trade-off scales both (strict β 2 → 2/3 of the words, 1.33 × the threshold; lenient
-    β 0.5 → 1/3, 0.67 ×)."""
+    β 0.5 → 1/3, 0.67 ×). Without a query vector (embeddings off or unreachable) nothing
+    can vouch for a paraphrase, so the word share asked for is halved: on the hand-written
+    14-memory store, keyword-only recall otherwise answered 8 of 13 answerable questions."""
     share = beta / (1.0 + beta)
-    return vector_threshold * 2.0 * share, share
+    return vector_threshold * 2.0 * share, share if vectors else share / 2
 
 
 def min_score(pool: int, deep: bool = False) -> float:

@@ -86,6 +86,8 @@ class RecallContext:
     returned: list[Candidate] = field(default_factory=list)
     #: the query's word terms and idf, set by `retrieve` (None: FTS off or blank query)
     words: lexical.WordQuery | None = None
+    #: whether the vector channel ran (a query vector and a resident index), set by `retrieve`
+    vectors: bool = False
 
 
 def make_context(settings: Settings, session: Session, indexes: dict[str, VectorIndex] | None,
@@ -139,7 +141,8 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
         keyword_channels["episodes"] = retrievers.episodes_fts(ctx.session, query)
     channels: dict[str, list[Candidate]] = {}
     qvec = None if blank else ctx.embed_query(req.query)
-    if qvec is not None and ctx.memory_index is not None:
+    ctx.vectors = qvec is not None and ctx.memory_index is not None
+    if ctx.vectors:
         factor = 1.0 if ctx.mode == "cascade" else 0.5
         channels["vector"] = retrievers.vector(
             ctx.session, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window, ctx.vector_threshold * factor
@@ -233,7 +236,7 @@ def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
         pool, gate.min_score(pool, req.deep), ctx.rrf_k, not req.query.strip(), tuple(gate.exact_needles(req.query)),
         fused_gate=None if ctx.fused_gate is None else ctx.fused_gate * half, gate_signal=ctx.gate_signal,
         cosine_min=None if ctx.cosine_min is None else ctx.cosine_min * half, enabled=ctx.gate_enabled,
-        answer=None if req.deep else gate.answer_bar(ctx.vector_threshold, ctx.beta), whole=req.query.strip().lower(),
+        answer=None if req.deep else gate.answer_bar(ctx.vector_threshold, ctx.beta, ctx.vectors), whole=req.query.strip().lower(),
     )
 
 

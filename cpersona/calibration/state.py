@@ -28,12 +28,12 @@ from cpersona.storage import Database
 log = logging.getLogger(__name__)
 #: Fingerprint of the scoring functions the gates were measured with; bump on any change
 #: to fusion, penalties, confidence or the gate rules (a mismatch makes the sidecar stale).
-SCORING_VERSION = "cpersona-q4.3-cc"
+SCORING_VERSION = "cpersona-q5-words"
 
 
 def scoring_version(settings: Settings) -> str:
     """SCORING_VERSION plus the settings that change the scores the gates key on (fusion
-    mode, cc α), e.g. "cpersona-q4.3-cc/cc/alpha=0.2": changing either makes a sidecar stale."""
+    mode, cc α), e.g. "cpersona-q5-words/cc/alpha=0.2": changing either makes a sidecar stale."""
     return f"{SCORING_VERSION}/{settings.recall_mode}/alpha={settings.cc_alpha:g}"
 
 

@@ -10,7 +10,7 @@ Each row gets two numbers on a 0..1 scale:
 
 * `coverage` — the share of the query's information the row holds as whole words:
   Σ idf(t) over the query's word terms found in the row / Σ idf(t) over all of them
-  (idf as in SQLite's bm25). A question whose rare words appear nowhere ("Do we use
+  (idf as in BM25, retrieval/term_stats.py). A question whose rare words appear nowhere ("Do we use
   Kubernetes?" on a store without it) scores low on every row, however well the common
   words match: the absolute evidence the quality gate needs.
 * `lexical` — the ranking score: the mean of the two indexes' bm25, each divided by the
@@ -25,11 +25,11 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cpersona.retrieval import term_stats
+from cpersona.retrieval import recency, term_stats
 from cpersona.retrieval.candidate import Candidate
 from cpersona.storage import Session
 from cpersona.util.text import match_expression
-from cpersona.util.words import query_terms, word_tokens
+from cpersona.util.words import is_bigram, query_terms, word_tokens
 
 WORDS = "memories_words"
 
@@ -64,10 +64,23 @@ _OR = re.compile(r"\s+OR\s+")
 
 
 def word_query(session: Session, text: str) -> WordQuery:
+    """The word terms of `text` with their idf. A CJK/Hangul bigram that no stored row holds
+    weighs nothing in the coverage: in a question written without spaces most such bigrams
+    straddle two of its own words (北海道とどこか → 道と, とど), so their absence says nothing
+    about the store — while an English word no row holds ("Kubernetes") keeps its full
+    weight, the clearest sign that the question is about something not stored. The words
+    that ask for time ("latest", "first") weigh nothing either: they are about order, which
+    the recency prior handles, not about content."""
     terms = tuple(query_terms(text))
     alternatives = _OR.split(text.strip())
     groups = tuple(g for g in (tuple(query_terms(a)) for a in alternatives) if g) if len(alternatives) > 1 else ()
-    return WordQuery(terms, term_stats.idf(session, WORDS, list(terms)) if terms else {}, groups)
+    if not terms:
+        return WordQuery(terms, {}, groups)
+    weights, counts = term_stats.idf(session, WORDS, list(terms))
+    for term in terms:
+        if (counts[term] == 0 and is_bigram(term)) or term in recency.TIME_WORDS:
+            weights[term] = 0.0
+    return WordQuery(terms, weights, groups)
 
 
 def word_hits(session: Session, wq: WordQuery, run: Callable[[str], list]) -> list:

@@ -18,7 +18,7 @@ import numpy as np
 from cpersona.config import Settings
 from cpersona.index.vector_index import VectorIndex
 from cpersona.policy.validate import MAX_LIMIT
-from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, retrievers, scoring
+from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
@@ -205,10 +205,13 @@ def score_confidence(ctx: RecallContext, req: RecallRequest, rows: list[Candidat
 
 
 def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
-    """Everything before the gate: retrieve → fuse → penalise → profiles → confidence."""
+    """Everything before the gate: retrieve → fuse → recency prior → word coverage →
+    penalise → profiles → confidence."""
     channels = retrieve(ctx, req)
     ctx.trace["channels"] = {name: len(found) for name, found in channels.items()}
     rows = fuse(ctx, req, channels)
+    if not _cascaded(ctx, req):
+        rows = recency.apply(rows, req.query)
     if ctx.words is not None:
         lexical.cover(rows, ctx.words)
     rows = penalise(ctx, req, rows)

@@ -112,6 +112,11 @@ def word_tokens(text: str) -> list[str]:
     return out
 
 
+def is_bigram(term: str) -> bool:
+    """Whether `term` is a CJK/Hangul token (a bigram or single character of those scripts)."""
+    return bool(_BIGRAM_RUN.fullmatch(term))
+
+
 def index_form(text: str) -> str:
     """What the word index stores for `text`: its tokens joined by spaces."""
     return " ".join(word_tokens(text))
@@ -128,4 +133,4 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(kept))
 
 
-__all__ = ["canonical_forms", "index_form", "match_form", "query_terms", "visible", "word_tokens"]
+__all__ = ["canonical_forms", "is_bigram", "index_form", "match_form", "query_terms", "visible", "word_tokens"]

@@ -142,7 +142,7 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
     channels: dict[str, list[Candidate]] = {}
     qvec = None if blank else ctx.embed_query(req.query)
     ctx.vectors = qvec is not None and ctx.memory_index is not None
-    if ctx.vectors:
+    if qvec is not None and ctx.memory_index is not None:
         factor = 1.0 if ctx.mode == "cascade" else 0.5
         channels["vector"] = retrievers.vector(
             ctx.session, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window, ctx.vector_threshold * factor

@@ -27,7 +27,8 @@ _LATEST = re.compile(
     r"|最新|最近|最後|前回|直近|現在|今の",
     re.IGNORECASE,
 )
-_FIRST = re.compile(r"\b(first time|at first|earliest|initially|originally|oldest)\b|\bwhen\b.*\bfirst\b|最初|初めて|初回|当初", re.IGNORECASE)
+_FIRST = re.compile(r"\b(first time|at first|earliest|initially|originally|oldest)\b|\bwhen\b.*\bfirst\b"
+                    r"|最初|初めて|初回|当初", re.IGNORECASE)
 #: "Which happened first, A or B?" compares two rows: both are needed, no prior.
 _CHOICE = re.compile(r",?\s(or|vs\.?|versus)\s|または|それとも|か、", re.IGNORECASE)
 _SCORES = ("cc", "rrf", "rsf")
@@ -53,7 +54,7 @@ def apply(rows: list[Candidate], query: str) -> list[Candidate]:
     sign = direction(query)
     if not sign:
         return rows
-    times = {c.key: t.timestamp() for c in rows if c.kind != PROFILE and (t := parse_ts(c.timestamp)) is not None}
+    times = {c.key: ts.timestamp() for c in rows if c.kind != PROFILE and (ts := parse_ts(c.timestamp)) is not None}
     if len(times) < 2:
         return rows
     lo, hi = min(times.values()), max(times.values())
@@ -63,10 +64,10 @@ def apply(rows: list[Candidate], query: str) -> list[Candidate]:
     if name is None:
         return rows
     for cand in rows:
-        t = times.get(cand.key)
+        when = times.get(cand.key)
         value = getattr(cand, name)
-        if t is None or value is None:
+        if when is None or value is None:
             continue
-        r = (t - lo) / (hi - lo)
+        r = (when - lo) / (hi - lo)
         setattr(cand, name, value * (1.0 + WEIGHT * ((r if sign > 0 else 1.0 - r) - 0.5)))
     return sorted(rows, key=lambda c: -(getattr(c, name) or 0.0))

@@ -133,4 +133,4 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(kept))
 
 
-__all__ = ["canonical_forms", "is_bigram", "index_form", "match_form", "query_terms", "visible", "word_tokens"]
+__all__ = ["canonical_forms", "index_form", "is_bigram", "match_form", "query_terms", "visible", "word_tokens"]

@@ -68,6 +68,7 @@ class RecallContext:
     embed_query: Callable[[str], np.ndarray | None]
     weights: dict[str, float] = field(default_factory=dict)
     cc_alpha: float = 0.2
+    recency_weight: float = recency.WEIGHT
     #: Rows the gate governs in a scope; the recall service passes a cached count.
     pool_size: Callable[[Scope], int] | None = None
     episode_penalty: tuple[bool, float, float] = (True, 0.01, 0.5)
@@ -102,6 +103,7 @@ def make_context(settings: Settings, session: Session, indexes: dict[str, Vector
         memory_index=indexes["memories"] if indexes else None,
         episode_index=indexes["episodes"] if indexes else None,
         embed_query=embed_query, weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
+        recency_weight=s.recency_weight,
         episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
         autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
         gate_enabled=s.gate_enabled, fused_gate=agent_gate.fused_gate, gate_signal=agent_gate.signal,
@@ -211,7 +213,7 @@ def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
     ctx.trace["channels"] = {name: len(found) for name, found in channels.items()}
     rows = fuse(ctx, req, channels)
     if not _cascaded(ctx, req):
-        rows = recency.apply(rows, req.query)
+        rows = recency.apply(rows, req.query, ctx.recency_weight)
     if ctx.words is not None:
         lexical.cover(rows, ctx.words)
     rows = penalise(ctx, req, rows)

@@ -4,9 +4,9 @@ meet", 最初) of something gets a recency (or age) prior on its candidates.
 
 Among the candidates with a parseable time (memory timestamp, episode start), each row's
 place in time r ∈ [0, 1] (0 = oldest, 1 = newest candidate) scales its fused score by
-1 + WEIGHT·(r − ½) — newest first for "latest" questions, `1 − r` for "first" ones — so the
+1 + w·(r − ½) — newest first for "latest" questions, `1 − r` for "first" ones — so the
 prior reorders rows of similar strength but cannot lift a weak row over a clearly better
-one (at most ± WEIGHT/2). Rows without a time keep their score. The episode boundary
+one (at most ± w/2; w = CPERSONA_RECENCY_WEIGHT, default 0.2). Rows without a time keep their score. The episode boundary
 penalty is applied afterwards, as designed.
 """
 
@@ -17,14 +17,14 @@ import re
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.util.time import parse_ts
 
-#: Largest relative change of a fused score by the prior (± WEIGHT / 2).
+#: Default weight (CPERSONA_RECENCY_WEIGHT): the largest relative change of a fused score is ± weight / 2.
 WEIGHT = 0.2
 _CALENDAR = r"(week|weekend|month|year|night|summer|winter|spring|fall|autumn|monday|tuesday|" \
     r"wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|august|september|" \
     r"october|november|december)"
 _LATEST = re.compile(
-    rf"\b(latest|last(?!\s+{_CALENDAR})|lately|most recent(ly)?|newest|recent(ly)?|current(ly)?|nowadays|these days)\b"
-    r"|最新|最近|最後|前回|直近|現在|今の",
+    rf"\b(latest|last(?!\s+{_CALENDAR})|lately|most recent(ly)?|newest|recent(ly)?|current(ly)?|now|nowadays|these days)\b"
+    r"|最新|最近|最後|前回|直近|現在|今",
     re.IGNORECASE,
 )
 _FIRST = re.compile(r"\b(first time|at first|earliest|initially|originally|oldest)\b|\bwhen\b.*\bfirst\b"
@@ -34,7 +34,7 @@ _CHOICE = re.compile(r",?\s(or|vs\.?|versus)\s|または|それとも|か、", r
 _SCORES = ("cc", "rrf", "rsf")
 #: Word-index tokens (Snowball stems) of the words that ask for order, not content.
 TIME_WORDS = frozenset({"latest", "last", "late", "recent", "newest", "current", "first", "earliest", "initi",
-                        "origin", "oldest", "最新", "最近", "最後", "前回", "最初", "初め"})
+                        "origin", "oldest", "now", "今", "最新", "最近", "最後", "前回", "最初", "初め"})
 
 
 def direction(query: str) -> int:
@@ -49,10 +49,10 @@ def direction(query: str) -> int:
     return 1 if _LATEST.search(query) else 0
 
 
-def apply(rows: list[Candidate], query: str) -> list[Candidate]:
+def apply(rows: list[Candidate], query: str, weight: float = WEIGHT) -> list[Candidate]:
     """Rows re-scored and re-sorted by the prior (module doc); unchanged for other queries."""
     sign = direction(query)
-    if not sign:
+    if not sign or weight <= 0:
         return rows
     times = {c.key: ts.timestamp() for c in rows if c.kind != PROFILE and (ts := parse_ts(c.timestamp)) is not None}
     if len(times) < 2:
@@ -69,5 +69,5 @@ def apply(rows: list[Candidate], query: str) -> list[Candidate]:
         if when is None or value is None:
             continue
         r = (when - lo) / (hi - lo)
-        setattr(cand, name, value * (1.0 + WEIGHT * ((r if sign > 0 else 1.0 - r) - 0.5)))
+        setattr(cand, name, value * (1.0 + weight * ((r if sign > 0 else 1.0 - r) - 0.5)))
     return sorted(rows, key=lambda c: -(getattr(c, name) or 0.0))

@@ -6,8 +6,8 @@ Among the candidates with a parseable time (memory timestamp, episode start), ea
 place in time r ∈ [0, 1] (0 = oldest, 1 = newest candidate) scales its fused score by
 1 + w·(r − ½) — newest first for "latest" questions, `1 − r` for "first" ones — so the
 prior reorders rows of similar strength but cannot lift a weak row over a clearly better
-one (at most ± w/2; w = CPERSONA_RECENCY_WEIGHT, default 0.2). Rows without a time keep their score. The episode boundary
-penalty is applied afterwards, as designed.
+one (at most ± w/2; w = CPERSONA_RECENCY_WEIGHT, default 0.2). Rows without a time keep
+their score. The episode boundary penalty is applied afterwards, as designed.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ _CALENDAR = r"(week|weekend|month|year|night|summer|winter|spring|fall|autumn|mo
     r"wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|august|september|" \
     r"october|november|december)"
 _LATEST = re.compile(
-    rf"\b(latest|last(?!\s+{_CALENDAR})|lately|most recent(ly)?|newest|recent(ly)?|current(ly)?|now|nowadays|these days)\b"
-    r"|最新|最近|最後|前回|直近|現在|今",
+    rf"\b(latest|last(?!\s+{_CALENDAR})|lately|most recent(ly)?|newest|recent(ly)?|current(ly)?|now|nowadays"
+    r"|these days)\b|最新|最近|最後|前回|直近|現在|今",
     re.IGNORECASE,
 )
 _FIRST = re.compile(r"\b(first time|at first|earliest|initially|originally|oldest)\b|\bwhen\b.*\bfirst\b"

@@ -15,20 +15,20 @@ from cpersona.util.words import index_form
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 
 
-def words(path: Path) -> dict[int, str]:
+def pairs(path: Path, sql: str) -> dict[int, str]:
     conn = sqlite3.connect(path)
     try:
-        return dict(conn.execute("SELECT rowid, body FROM memories_words"))
+        return dict(conn.execute(sql))
     finally:
         conn.close()
+
+
+def words(path: Path) -> dict[int, str]:
+    return pairs(path, "SELECT rowid, body FROM memories_words")
 
 
 def contents(path: Path) -> dict[int, str]:
-    conn = sqlite3.connect(path)
-    try:
-        return dict(conn.execute("SELECT id, content FROM memories"))
-    finally:
-        conn.close()
+    return pairs(path, "SELECT id, content FROM memories")
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.service.engine import Engine
 
 import common
+import evalsets
 
 
 def query_vectors(engine: Engine, texts: list[str], cache: Path) -> dict[str, np.ndarray]:
@@ -91,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=common.DEFAULT_DATA)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--embedding", default="local")
+    p.add_argument("--haystack-questions", type=int, default=20)
     args = p.parse_args(argv)
-    data = common.load_dataset(common.resolve_dataset(args.dataset, args.data), args.dataset)
+    data = evalsets.load(args.dataset, args.data, args.haystack_questions, 400)
     queries = common.select_evenly(data.queries, args.max_queries)
     foreign: list[dict] = []
     if args.foreign:
-        other = common.load_dataset(common.resolve_dataset(args.foreign, args.data), args.foreign)
+        other = evalsets.load(args.foreign, args.data, args.haystack_questions, 400)
         agents = sorted({q["agent_id"] for q in queries})
         picked = common.select_evenly(other.queries, args.max_queries or len(queries))
         foreign = [{**q, "agent_id": agents[i % len(agents)], "relevant": []} for i, q in enumerate(picked)]

@@ -54,14 +54,14 @@ def prune_common(session: Session, fts_table: str, terms: list[str]) -> list[str
 
 
 def idf(session: Session, fts_table: str, terms: list[str]) -> tuple[dict[str, float], dict[str, int]]:
-    """Inverse document frequency of each term of `fts_table` (a word-index token):
-    ln(1 + (N − n + 0.5) / (n + 0.5)), N = rows of the table, n = rows holding the term —
-    the BM25 IDF in the form that stays positive (Lucene's; Robertson & Zaragoza, "The
-    Probabilistic Relevance Framework", 2009, discuss the negative values of the plain form),
-    so a word every row holds still counts a little in a small store. Returns (idf, n)."""
+    """FTS5's inverse document frequency of each term of `fts_table` (a word-index token):
+    ln((N − n + 0.5) / (n + 0.5)), at least 1e-6, N = rows of the table, n = rows holding
+    the term — the IDF of the bm25 that SQLite ranks with (https://www.sqlite.org/fts5.html,
+    "bm25"), so `Σ idf` is what a row holding every term once, at average length, scores.
+    Returns (idf, n) per term."""
     rows = session.search.table_size(fts_table)
     counts = _doc_counts(session, fts_table, rows, set(terms))
-    weights = {t: math.log(1.0 + (rows - counts[t] + 0.5) / (counts[t] + 0.5)) for t in terms}
+    weights = {t: max(1e-6, math.log((rows - counts[t] + 0.5) / (counts[t] + 0.5))) for t in terms}
     return weights, {t: counts[t] for t in terms}
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cpersona.retrieval import recency, term_stats
 from cpersona.retrieval.candidate import Candidate
@@ -45,6 +46,8 @@ class WordQuery:
     terms: tuple[str, ...]
     idf: dict[str, float]
     groups: tuple[tuple[str, ...], ...] = ()
+    #: the terms the MATCH uses: all of them, or without the very common ones on large tables
+    match_terms: tuple[str, ...] = ()
 
     @property
     def attainable(self) -> float:
@@ -53,10 +56,10 @@ class WordQuery:
     def coverage(self, content: str) -> float:
         """Σ idf of the terms `content` holds / Σ idf of all terms (0 without terms); the
         best alternative for an OR query."""
-        present = set(word_tokens(content))
+        present = token_set(content)
         return max((self._share(group, present) for group in self.groups or (self.terms,)), default=0.0)
 
-    def _share(self, terms: tuple[str, ...], present: set[str]) -> float:
+    def _share(self, terms: tuple[str, ...], present: frozenset[str]) -> float:
         total = sum(self.idf.get(t, 0.0) for t in terms)
         return sum(self.idf.get(t, 0.0) for t in terms if t in present) / total if total > 0 else 0.0
 
@@ -82,12 +85,19 @@ def word_query(session: Session, text: str) -> WordQuery:
     for term in terms:
         if (counts[term] == 0 and is_bigram(term)) or term in recency.TIME_WORDS:
             weights[term] = 0.0
-    return WordQuery(terms, weights, groups)
+    return WordQuery(terms, weights, groups, term_stats.drop_common(session, WORDS, list(terms), counts))
 
 
 def word_hits(session: Session, wq: WordQuery, run: Callable[[str], list]) -> list:
-    """Rows of the word index matching any term (bm25 order); [] without terms."""
-    return run(match_expression(list(wq.terms))) if wq.terms else []
+    """Rows of the word index matching any term (bm25 order; very common terms left out on
+    large tables, as for the trigram index); [] without terms."""
+    return run(match_expression(list(wq.match_terms or wq.terms))) if wq.terms else []
+
+
+@lru_cache(maxsize=8192)
+def token_set(content: str) -> frozenset[str]:
+    """The word-index tokens of a stored text (cached: the same rows come back recall after recall)."""
+    return frozenset(word_tokens(content))
 
 
 def cover(rows: list[Candidate], wq: WordQuery) -> None:

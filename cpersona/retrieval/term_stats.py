@@ -53,6 +53,16 @@ def prune_common(session: Session, fts_table: str, terms: list[str]) -> list[str
     return keep or [min(terms, key=lambda t: df[t])]
 
 
+def drop_common(session: Session, fts_table: str, terms: list[str], counts: dict[str, int]) -> tuple[str, ...]:
+    """`terms` without those in more than MAX_DF_RATIO of the rows, on tables of MIN_ROWS
+    rows or more (the rarest term always stays); `counts` = rows holding each term."""
+    rows = session.search.table_size(fts_table)
+    if rows < MIN_ROWS or len(terms) < 2:
+        return tuple(terms)
+    keep = [t for t in terms if counts[t] <= MAX_DF_RATIO * rows]
+    return tuple(keep or [min(terms, key=lambda t: counts[t])])
+
+
 def idf(session: Session, fts_table: str, terms: list[str]) -> tuple[dict[str, float], dict[str, int]]:
     """FTS5's inverse document frequency of each term of `fts_table` (a word-index token):
     ln((N − n + 0.5) / (n + 0.5)), at least 1e-6, N = rows of the table, n = rows holding

@@ -51,10 +51,10 @@ def test_short_cjk_word_ranks_its_row_first(engine_none):
 
 @pytest.mark.parametrize("query, best, others", [
     ("version 2", "release notes for version 2", ["release notes for version 1", "release notes for version 3"]),
-    ("room 4", "the meeting moved to room 4", ["the meeting moved to room 12", "the meeting moved to room 40"]),
+    ("room 4", "room 4 is booked for the teams", ["room 12 is booked for the team", "room 40 is booked for the team"]),
 ])
 def test_one_digit_terms_rank_their_row_first(engine_none, query, best, others):
-    store_all(engine_none, "a", FILLER + others + [best])
+    store_all(engine_none, "a", [*FILLER, *others, best])  # same length: bm25 of the trigram index ties
     assert ranked(engine_none, "a", query)[0] == best
 
 

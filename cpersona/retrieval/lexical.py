@@ -10,9 +10,10 @@ Each row gets two numbers on a 0..1 scale:
 
 * `coverage` — the share of the query's information the row holds as whole words:
   Σ idf(t) over the query's word terms found in the row / Σ idf(t) over all of them
-  (idf as in SQLite's bm25, retrieval/term_stats.py). A question whose rare words appear nowhere ("Do we use
-  Kubernetes?" on a store without it) scores low on every row, however well the common
-  words match: the absolute evidence the quality gate needs.
+  (idf as in SQLite's bm25, retrieval/term_stats.py; computed over the whole table, every
+  agent). A question whose rare words appear nowhere ("Do we use Kubernetes?" on a store
+  without it) scores low on every row, however well the common words match: the absolute
+  evidence the quality gate needs.
 * `lexical` — the ranking score: the larger of the two indexes' bm25, each divided by the
   best bm25 of its index for this query (Bruch et al., TOIS 2023: per-query max
   normalisation). Measured in-process with the bundled model (benchmarks/README.md), the

@@ -122,6 +122,10 @@ class Settings(BaseModel):
     recall_mode: Literal["cc", "rrf", "rsf", "cascade"] = Field(
         "cc", description="Fusion: cc (convex combination), rrf, rsf or the legacy cascade.")
     cc_alpha: float = Field(0.2, ge=0.0, le=1.0, description="Weight of the cosine in cc fusion (1 − α on keywords).")
+    recency_weight: float = Field(
+        0.2, ge=0.0, le=1.0,
+        description="Recency / age prior of questions asking for the latest / first: the fused score changes by at "
+                    "most ± weight/2 (0 = off).")
     rrf_k: int = Field(60, ge=1, le=100_000, description="The k of reciprocal rank fusion (Cormack et al. 2009).")
     vector_weight: float = Field(1.0, ge=0.0, le=100.0, description="Weight of the vector channel in rrf / rsf.")
     max_memories: int = Field(10000, ge=1, le=10_000_000,

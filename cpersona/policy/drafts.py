@@ -18,6 +18,7 @@ from cpersona.policy import validate
 from cpersona.storage.records import EpisodeDraft, MemoryDraft
 from cpersona.util.text import normalize_source, sanitize
 from cpersona.util.time import parse_ts, utc_now_iso
+from cpersona.util.words import visible
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,11 @@ def clean_text(argument: str, raw: Any, cap: int) -> tuple[str, Cut | None]:
     validate.text(argument, raw, max_chars=len(raw) if isinstance(raw, str) else 0)
     if not raw.strip():
         raise InvalidArgument(argument, "must not be empty")
+    if not visible(raw[: 2 * cap + _SCAN_SLACK]):
+        raise InvalidArgument(argument, "must not be empty: it holds only invisible format characters "
+                                        "(zero-width spaces, joiners, byte-order marks)")
     clean, cut = _sanitized(argument, raw, cap)
-    if not clean:
+    if not visible(clean):
         raise InvalidArgument(argument, "is empty after removing [Memory from …] markers")
     return clean, cut
 

@@ -42,7 +42,7 @@ MIGRATION_WAIT_S = 300.0
 CHUNK_TARGET_S = 0.05
 CHUNK_FIRST_SIZE = 200
 CHUNK_MAX_SIZE = 20_000
-_VOCAB_TABLES = ("memories_fts", "episodes_fts")
+_VOCAB_TABLES = ("memories_fts", "episodes_fts", "memories_words")
 
 
 class Database:

@@ -35,7 +35,10 @@ from cpersona.storage.schema import (
     SCHEMA_VERSION,
     TABLES,
     UNIQUE_INDEXES,
+    WORD_TABLES,
+    WORD_TRIGGERS,
 )
+from cpersona.util.words import index_form
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +166,35 @@ def _bootstrap_fts(conn: sqlite3.Connection, fts: bool) -> None:
         log.info("FTS5 indexes rebuilt")
 
 
+def _words_lacking(conn: sqlite3.Connection) -> bool:
+    """The word index or a trigger is missing, or a memory has no row in it (written while
+    FTS was off, or by the original CPersona, whose update trigger removed the old row)."""
+    if _missing(conn, "table", WORD_TABLES) or _missing(conn, "trigger", WORD_TRIGGERS):
+        return True
+    row = conn.execute("SELECT 1 FROM memories WHERE id NOT IN (SELECT rowid FROM memories_words) LIMIT 1")
+    return row.fetchone() is not None
+
+
+#: Memories read per statement while filling the word index (bounds memory, not the lock).
+WORD_BACKFILL_BATCH = 2000
+
+
+def _index_words(conn: sqlite3.Connection, fts: bool) -> None:
+    """Create the word index and its triggers, then index every memory it lacks: all of
+    them on the first open, afterwards those another program added or changed."""
+    for ddl in (*WORD_TABLES.values(), *WORD_TRIGGERS.values()):
+        conn.execute(ddl)
+    done, last = 0, 0
+    while rows := conn.execute(
+        "SELECT id, content FROM memories WHERE id > ? AND id NOT IN (SELECT rowid FROM memories_words) "
+        "ORDER BY id LIMIT ?", (last, WORD_BACKFILL_BATCH)).fetchall():
+        conn.executemany("INSERT INTO memories_words(rowid, body) VALUES (?, ?)",
+                         [(i, index_form(text)) for i, text in rows])
+        done, last = done + len(rows), rows[-1][0]
+    if done:
+        log.info("word index: %d memories indexed", done)
+
+
 def _stamp(conn: sqlite3.Connection, fts: bool) -> None:
     conn.execute("INSERT OR REPLACE INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
 
@@ -180,8 +212,10 @@ STEPS = (
          lambda c, f: bool(_missing(c, "index", UNIQUE_INDEXES)), lambda c, f: _ensure_unique_indexes(c)),
     Step(6, "create the FTS tables and triggers, rebuild a stale index",
          lambda c, f: f and (_fts_out_of_step(c) or bool(_stale_fts_triggers(c))), _bootstrap_fts),
+    Step(7, "create the word index, index the memories it lacks",
+         lambda c, f: f and _words_lacking(c), _index_words),
     # an original 2.6 file keeps its own newer stamp (storage/originals.py)
-    Step(7, "stamp the schema version", lambda c, f: (stored_version(c) or 0) < SCHEMA_VERSION, _stamp),
+    Step(8, "stamp the schema version", lambda c, f: (stored_version(c) or 0) < SCHEMA_VERSION, _stamp),
 )
 
 
@@ -221,8 +255,9 @@ def migrate(conn: sqlite3.Connection, fts: bool, path: str = "",
 
 
 def has_fts(conn: sqlite3.Connection) -> bool:
-    """True when every FTS5 table exists in the file."""
-    return not _missing(conn, "table", FTS_TABLES)
+    """True when every FTS5 table exists in the file, the word index included (a file the
+    original CPersona wrote, opened read-only, has none: keyword search falls back to LIKE)."""
+    return not _missing(conn, "table", {**FTS_TABLES, **WORD_TABLES})
 
 
 def _exists(conn: sqlite3.Connection, kind: str, name: str) -> bool:

@@ -137,3 +137,21 @@ FTS_TRIGGERS = {
         VALUES ('delete', old.id, old.summary, old.keywords);
         INSERT INTO episodes_fts(rowid, summary, keywords) VALUES (new.id, new.summary, new.keywords); END""",
 }
+
+#: Ours, beyond v13: the word index beside the trigram index — stemmed words and CJK/Hangul
+#: bigrams of the NFKC text (cpersona/util/words.py). `MemoryRepo.insert` / `update_content`
+#: write its rows because the form is computed in Python; the triggers only remove rows, so a
+#: write by the original CPersona (which knows neither table nor function) cannot fail on
+#: them. Rows it added or changed are indexed at our next open (migration step "word index").
+WORD_TABLES = {
+    "memories_words": "CREATE VIRTUAL TABLE IF NOT EXISTS memories_words USING fts5("
+    "body, tokenize='unicode61 remove_diacritics 0')",
+}
+
+WORD_TRIGGERS = {
+    "memories_words_ad": """CREATE TRIGGER IF NOT EXISTS memories_words_ad AFTER DELETE ON memories BEGIN
+        DELETE FROM memories_words WHERE rowid = old.id; END""",
+    "memories_words_au": """CREATE TRIGGER IF NOT EXISTS memories_words_au AFTER UPDATE OF content ON memories
+        WHEN old.content <> new.content BEGIN
+        DELETE FROM memories_words WHERE rowid = old.id; END""",
+}

@@ -59,7 +59,7 @@ class Session:
 
     @cached_property
     def memories(self) -> MemoryRepo:
-        return MemoryRepo(self.conn)
+        return MemoryRepo(self.conn, word_index=self.fts_enabled)
 
     @cached_property
     def episodes(self) -> EpisodeRepo:

@@ -109,13 +109,14 @@ def test_recall_scope_vector_path(iso_http, case):
 
 
 def test_vector_only_path_respects_scope(iso_http):
-    """A query FTS cannot match (underscores instead of dashes): only the vector channel answers."""
+    """A query the trigram index cannot match (underscores instead of dashes): the vector
+    channel (and the word index, which splits at the underscores) answer inside the scope."""
     res = iso_http.recall(RecallRequest("B", "zebra_token_7", limit=100, channel="c2", project_id="Q", deep=True))
     got = {m["content"] for m in res["messages"] if not m["content"].startswith("[Episode]")}
     assert got  # the vector channel did find rows
     allowed = {mem_text(c) for c in COMBOS if visible(c, "B", "Q", "c2")}
     assert got <= allowed
-    assert all(m["match_reason"]["retrievers"] == ["vector"] for m in res["messages"])
+    assert any("vector" in m["match_reason"]["retrievers"] for m in res["messages"])
 
 
 def test_recall_agent_b_never_sees_a(iso_none):

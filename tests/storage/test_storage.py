@@ -126,10 +126,11 @@ def test_fts_tables_are_trigram_external_content(db_file):
     assert db_rows(db_file, "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH '\"lph\"'") == [(1,)]
 
 
-def test_six_fts_triggers(db_file):
+def test_six_fts_triggers_and_the_word_index_triggers(db_file):
     triggers = _master(db_file, "trigger")
     assert set(triggers) == {
-        "memories_fts_ai", "memories_fts_ad", "memories_fts_au", "episodes_ai", "episodes_ad", "episodes_au"
+        "memories_fts_ai", "memories_fts_ad", "memories_fts_au", "episodes_ai", "episodes_ad", "episodes_au",
+        "memories_words_ad", "memories_words_au",
     }
     norm = {k: " ".join(v.split()).upper() for k, v in triggers.items()}
     assert "AFTER INSERT ON MEMORIES" in norm["memories_fts_ai"]

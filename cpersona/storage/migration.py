@@ -93,7 +93,7 @@ class Step:
     number: int
     name: str
     needed: Callable[[sqlite3.Connection, bool], bool]
-    run: Callable[[sqlite3.Connection, bool], None]
+    run: Callable[[sqlite3.Connection, bool], object]  # its result is not used
 
 
 def _missing(conn: sqlite3.Connection, kind: str, names) -> list[str]:
@@ -179,9 +179,10 @@ def _words_lacking(conn: sqlite3.Connection) -> bool:
 WORD_BACKFILL_BATCH = 2000
 
 
-def _index_words(conn: sqlite3.Connection, fts: bool) -> None:
+def index_words(conn: sqlite3.Connection, fts: bool = True) -> int:
     """Create the word index and its triggers, then index every memory it lacks: all of
-    them on the first open, afterwards those another program added or changed."""
+    them on the first open, afterwards those another program added or changed (also the
+    health check's repair after emptying the index). Returns the memories indexed."""
     for ddl in (*WORD_TABLES.values(), *WORD_TRIGGERS.values()):
         conn.execute(ddl)
     done, last = 0, 0
@@ -193,6 +194,7 @@ def _index_words(conn: sqlite3.Connection, fts: bool) -> None:
         done, last = done + len(rows), rows[-1][0]
     if done:
         log.info("word index: %d memories indexed", done)
+    return done
 
 
 def _stamp(conn: sqlite3.Connection, fts: bool) -> None:
@@ -213,7 +215,7 @@ STEPS = (
     Step(6, "create the FTS tables and triggers, rebuild a stale index",
          lambda c, f: f and (_fts_out_of_step(c) or bool(_stale_fts_triggers(c))), _bootstrap_fts),
     Step(7, "create the word index, index the memories it lacks",
-         lambda c, f: f and _words_lacking(c), _index_words),
+         lambda c, f: f and _words_lacking(c), index_words),
     # an original 2.6 file keeps its own newer stamp (storage/originals.py)
     Step(8, "stamp the schema version", lambda c, f: (stored_version(c) or 0) < SCHEMA_VERSION, _stamp),
 )

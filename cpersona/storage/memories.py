@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cpersona.errors import Refused
-from cpersona.storage import paging
+from cpersona.storage import paging, word_index
 from cpersona.storage.records import MemoryDraft, MemoryRow, RowRef
 from cpersona.storage.scope import Scope, source_id_predicate
-from cpersona.util.words import canonical_forms, index_form
+from cpersona.util.words import canonical_forms
 
 #: Columns of a `MemoryRow`, for a table aliased `m`.
 ROW_COLUMNS = "m.id, m.content, m.timestamp, m.created_at, m.source, m.msg_id"
@@ -43,9 +43,7 @@ class MemoryRepo:
 
     def _index_words(self, memory_id: int, content: str, replace: bool = False) -> None:
         if self.word_index:
-            if replace:
-                self.conn.execute("DELETE FROM memories_words WHERE rowid = ?", (memory_id,))
-            self.conn.execute("INSERT INTO memories_words(rowid, body) VALUES (?, ?)", (memory_id, index_form(content)))
+            word_index.put(self.conn, memory_id, content, replace)
 
     # ------------------------------------------------------------------ write
     def find_duplicate(self, d: MemoryDraft) -> tuple[str, int] | None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cpersona.errors import SchemaTooNew
-from cpersona.storage import originals
+from cpersona.storage import originals, word_index
 from cpersona.storage.schema import (
     FTS_REBUILD_PENDING,
     FTS_TABLES,
@@ -38,7 +38,6 @@ from cpersona.storage.schema import (
     WORD_TABLES,
     WORD_TRIGGERS,
 )
-from cpersona.util.words import index_form
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +188,7 @@ def index_words(conn: sqlite3.Connection, fts: bool = True) -> int:
     while rows := conn.execute(
         "SELECT id, content FROM memories WHERE id > ? AND id NOT IN (SELECT rowid FROM memories_words) "
         "ORDER BY id LIMIT ?", (last, WORD_BACKFILL_BATCH)).fetchall():
-        conn.executemany("INSERT INTO memories_words(rowid, body) VALUES (?, ?)",
-                         [(i, index_form(text)) for i, text in rows])
+        word_index.put_many(conn, rows)
         done, last = done + len(rows), rows[-1][0]
     if done:
         log.info("word index: %d memories indexed", done)

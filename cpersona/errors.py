@@ -78,6 +78,11 @@ class StatementTimeout(StorageError):
     runs, stopped so that other writers do not wait past their busy timeout)."""
 
 
+class CheckNeedsWrite(StorageError):
+    """A check that SQLite runs as a write (FTS5 'integrity-check') met a read-only file:
+    not a finding about the file, only that it could not be checked here."""
+
+
 class SchemaTooNew(StorageError):
     """The database was written by a newer cpersona; opening it would risk the data."""
 

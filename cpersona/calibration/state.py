@@ -60,6 +60,24 @@ class Startup:
     agents: int = 0
 
 
+@dataclass(frozen=True)
+class BetaSnapshot:
+    """An agent's precision state before `set_beta`: its β override (None = none), whether
+    it was explicitly cleared, and its calibration failure note."""
+
+    beta: float | None
+    cleared: bool
+    failure: str | None
+
+
+def _put(table: dict[str, Any], key: str, value: Any) -> None:
+    """table[key] = value, or drop the key when value is None."""
+    if value is None:
+        table.pop(key, None)
+    else:
+        table[key] = value
+
+
 class CalibrationState:
     """Thresholds, gates and β per agent, with their fingerprint. Thread-safe."""
 
@@ -253,10 +271,11 @@ class CalibrationState:
             self.removed.add(agent_id)
         return dropped
 
-    def set_beta(self, agent_id: str, beta: float | None) -> float | None:
-        """Set (or clear with None) the agent's β; returns the previous override."""
+    def set_beta(self, agent_id: str, beta: float | None) -> BetaSnapshot:
+        """Set (or clear with None) the agent's β; returns what `restore_beta` needs to undo it."""
         with self._lock:
-            before = self.betas.get(agent_id)
+            before = BetaSnapshot(self.betas.get(agent_id), agent_id in self.cleared_betas,
+                                  self.failures.get(agent_id))
             if beta is None:
                 self.betas.pop(agent_id, None)
                 self.cleared_betas.add(agent_id)
@@ -265,17 +284,16 @@ class CalibrationState:
                 self.cleared_betas.discard(agent_id)
             return before
 
-    def restore_beta(self, agent_id: str, expected: float | None, previous: float | None) -> None:
-        """Roll back `set_beta` after a failed recalibration, unless another writer changed
-        the override meanwhile (its value is no longer `expected`)."""
+    def restore_beta(self, agent_id: str, expected: float | None, previous: BetaSnapshot) -> None:
+        """Roll back `set_beta` after a failed recalibration — the override and the failure
+        note the recalibration left (a refused call changes nothing) —, unless another writer
+        changed the override meanwhile (its value is no longer `expected`)."""
         with self._lock:
             if self.betas.get(agent_id) != expected:
                 return
-            if previous is None:
-                self.betas.pop(agent_id, None)
-            else:
-                self.betas[agent_id] = previous
-                self.cleared_betas.discard(agent_id)
+            _put(self.betas, agent_id, previous.beta)
+            _put(self.failures, agent_id, previous.failure)
+            (self.cleared_betas.add if previous.cleared else self.cleared_betas.discard)(agent_id)
 
     # ------------------------------------------------------------- persisting
     def payload(self) -> dict[str, Any]:

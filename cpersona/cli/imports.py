@@ -38,6 +38,8 @@ def import_command(settings: Settings, args: argparse.Namespace) -> int:
 
     if bool(args.file) == bool(args.from_db):
         return fail("import", "name one file: cpersona import FILE, or cpersona import --from-db FILE")
+    if args.from_db and not Path(args.from_db).is_file():
+        return fail("import", f"--from-db {args.from_db}: no such file")
     if args.from_db and not is_sqlite(Path(args.from_db)):
         return fail("import", f"--from-db {args.from_db}: not a SQLite database file")
     return run_on_engine("import", settings, args.json, lambda engine, tick: engine.import_memories(

@@ -145,7 +145,9 @@ def recall_command(settings: Settings, args: argparse.Namespace) -> int:
         answers = {agent: engine.recall(RecallRequest(agent, args.text, 5 if args.limit is None else args.limit,
                                                       project_id=args.project), verbose=args.verbose)
                    for agent in agents}
-        if args.json:
+        if args.json:  # best match first, like the table (the tool answers worst first, as the original did)
+            for res in answers.values():
+                res["messages"] = res["messages"][::-1]
             print_json(answers if args.agent is None else answers[args.agent])
             return OK
         _print_recall(args.text, answers, engine.advisory.state == "mismatch")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from cpersona import __version__
 from cpersona.cli.common import backend_label
+from cpersona.cli.settings import unknown_variables
 from cpersona.config import LEGACY_DB_PATH, Settings
 from cpersona.errors import ConfigError
 
@@ -69,6 +70,8 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
         if settings.transport == "stdio":
             _stop_on_interrupt(engine)  # before the startup line: a Ctrl-C right after it is handled
         print(startup_line(settings, engine), file=sys.stderr, flush=True)
+        for note in unknown_variables():
+            print(f"cpersona: warning: {note}", file=sys.stderr, flush=True)
         if settings.transport == "stdio":
             run_stdio(app)
         else:  # uvicorn stops on Ctrl-C by itself and returns here

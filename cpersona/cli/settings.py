@@ -11,7 +11,9 @@ default.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from cpersona.cli.common import OK, add_json_flag, console, print_json, table
@@ -19,6 +21,20 @@ from cpersona.config import CONFIG_FILE_ENV, SETTINGS, Settings, default_config_
 
 #: Settings whose values are never printed.
 SECRETS = frozenset({"auth_token"})
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One note per `CPERSONA_*` variable of `environ` (default `os.environ`) that no setting
+    reads — a misspelling would otherwise be ignored silently —, with the nearest setting
+    name when one is close (difflib ratio ≥ 0.8), e.g. "CPERSONA_RECAL_MODE is not a setting
+    (did you mean CPERSONA_RECALL_MODE?)". Sorted by name; [] when every name is known."""
+    env = os.environ if environ is None else environ
+    known = {s.env for s in SETTINGS} | {CONFIG_FILE_ENV}
+    notes = []
+    for name in sorted(n for n in env if n.startswith("CPERSONA_") and n not in known):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        notes.append(f"{name} is not a setting" + (f" (did you mean {near[0]}?)" if near else "; it is ignored"))
+    return notes
 
 
 def effective(settings: Settings, sources: dict[str, str]) -> list[dict[str, Any]]:
@@ -40,18 +56,21 @@ def config_command(settings: Settings, args: argparse.Namespace) -> int:
     settings_file = os.environ.get(CONFIG_FILE_ENV, "").strip() or str(default_config_file())
     if args.json:
         print_json({"settings_file": settings_file, "database": str(resolved.db_file or resolved.db_path),
-                    "settings": rows})
+                    "settings": rows, "unknown_variables": unknown_variables()})
         return OK
     out = table(title="Effective settings (env wins over the settings file, the file over the default)")
     for name in ("variable", "value", "source"):
-        out.add_column(name, no_wrap=name != "value")
+        out.add_column(name, no_wrap=name == "variable", overflow="fold")
     for r in rows:
         out.add_row(r["variable"], repr(r["value"]) if isinstance(r["value"], str) else str(r["value"]),
                     r["source"])
     printer = console()
     printer.print(out if rows else "every setting is at its default")
     exists = "" if os.path.isfile(os.path.expanduser(settings_file)) else " (absent)"
-    printer.print(f"settings file: {settings_file}{exists}; database: {resolved.db_file or resolved.db_path}")
+    printer.print(f"settings file: {settings_file}{exists}", soft_wrap=True)
+    printer.print(f"database: {resolved.db_file or resolved.db_path}", soft_wrap=True)
+    for note in unknown_variables():
+        printer.print(f"[yellow]warning:[/yellow] {note}", soft_wrap=True)
     return OK
 
 

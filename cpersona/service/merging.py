@@ -93,6 +93,8 @@ class MergeService(ImportService):
                                "skipped_profile": False}
         ctx = _Merge(target, strategy, state, out, dry, mode == "move")
         items = [(table, row) for table in ("memories", "episodes", "profiles") for row in rows[table]]
+        if not items:  # most often a misspelt agent id: say so rather than answer a silent 0
+            out["note"] = f"agent {source!r} has no memories, episodes or profile: nothing to merge"
         if dry:
             with self.db.read() as s:
                 for table, row in items:

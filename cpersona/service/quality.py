@@ -41,7 +41,8 @@ class QualityService(ServiceBase):
         result = self.calibration.calibrate(agent)
         if not result.get("ok"):
             self.calibration.restore_beta(agent, value, previous)
-            return {**body, "ok": False, "error": f"recalibration failed, precision unchanged: {result.get('error')}"}
+            return {**body, "ok": False, "error": f"recalibration failed, precision unchanged: {result.get('error')}"
+                    "; meanwhile recall(deep=true) widens a single search"}
         out: dict[str, Any] = {**body, "fused_gate": result.get("fused_gate"),
                                "calibrate": {"ok": True, "scope": result["scope"],
                                              "new_threshold": result["new_threshold"],

@@ -360,8 +360,10 @@ def test_set_recall_precision_rules(calibrated):
         eng.set_recall_precision("", "strict")
     with pytest.raises(InvalidArgument):
         eng.set_recall_precision("a", beta=101)
+    before = eng.get_recall_precision("nobody")
     failed = eng.set_recall_precision("nobody", "strict")  # nothing to calibrate ⇒ rolled back
     assert failed["ok"] is False and "unchanged" in failed["error"]
+    assert eng.get_recall_precision("nobody") == before  # no failure note left behind either
     assert eng.get_recall_precision("nobody")["overridden"] is False
 
 

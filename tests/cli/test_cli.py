@@ -92,3 +92,16 @@ def test_cli_store_obeys_the_operating_context_registry(cli, tmp_path, monkeypat
     assert not cli.db.exists() or db_rows(cli.db, "SELECT COUNT(*) FROM memories") == [(0,)]
     status, out, _ = cli("store", "deploy notes for the ops team", "--agent", "kai", "--project", "ops")
     assert status == 0 and "stored mem:1" in out
+
+
+def test_recall_json_is_best_match_first_like_the_table(cli):
+    import json
+
+    for text in ("The staging cluster moves to eu-west-2 next week", "the staging cluster was rebuilt",
+                 "cluster of grapes"):
+        assert cli("store", text, "--agent", "kai")[0] == 0
+    status, out, _ = cli("recall", "staging cluster", "--agent", "kai", "--json")
+    messages = json.loads(out)["messages"]
+    assert status == 0 and len(messages) >= 2
+    scores = [m["match_reason"]["score"] for m in messages]
+    assert scores == sorted(scores, reverse=True)

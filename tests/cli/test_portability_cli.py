@@ -73,6 +73,8 @@ def test_bad_input_is_one_line_and_exit_1(cli, tmp_path):
     assert status == 1 and "name one file" in err
     status, _, err = cli("import", "--from-db", str(bad))
     assert status == 1 and "not a SQLite database" in err
+    status, _, err = cli("import", "--from-db", str(tmp_path / "nope.db"))
+    assert status == 1 and "no such file" in err
     status, _, err = cli("merge", "a", "a")
     assert status == 1 and "target_agent_id" in err
     status, _, err = cli("restore", str(tmp_path))

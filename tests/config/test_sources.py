@@ -105,3 +105,18 @@ def test_cpersona_config_with_a_bad_value_exits_2_in_one_line(home):
     proc = subprocess.run([sys.executable, "-m", "cpersona", "config"], env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "CPERSONA_RRF_K='abc'" in proc.stderr
+
+
+def test_a_misspelled_variable_is_named_with_the_setting_it_resembles(home, monkeypatch, capsys):
+    from cpersona.cli.settings import unknown_variables
+
+    assert unknown_variables({"CPERSONA_RECALL_MODE": "rrf", "CPERSONA_CONFIG_FILE": "x", "HOME": "/"}) == []
+    assert unknown_variables({"CPERSONA_RECAL_MODE": "rrf", "CPERSONA_ZZZ": "1"}) == [
+        "CPERSONA_RECAL_MODE is not a setting (did you mean CPERSONA_RECALL_MODE?)",
+        "CPERSONA_ZZZ is not a setting; it is ignored"]
+    monkeypatch.setenv("CPERSONA_RECAL_MODE", "rrf")
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["config", "--changed"]) == 0
+    assert "did you mean CPERSONA_RECALL_MODE?" in capsys.readouterr().out
+    assert main(["config", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unknown_variables"][0].startswith("CPERSONA_RECAL_MODE")

@@ -313,6 +313,9 @@ def test_merge_copy_move_and_dry_run(engine_none):
     assert {k: copy[k] for k in ("merged_memories", "merged_episodes", "profile_copied", "skipped_profile")} == \
         {"merged_memories": 3, "merged_episodes": 1, "profile_copied": False, "skipped_profile": True}
     assert engine_none.merge_memories("a", "b")["merged_memories"] == 0  # all present now
+    assert "note" not in engine_none.merge_memories("a", "b")
+    ghost = engine_none.merge_memories("ghost", "b")
+    assert ghost["ok"] and ghost["merged_memories"] == 0 and "'ghost' has no memories" in ghost["note"]
     moved = engine_none.merge_memories("a", "c", strategy="prefer_source", mode="move")
     assert moved["left_at_source"] == {"memories": 0, "episodes": 0, "profiles": 0}
     assert moved["source_deleted"]["deleted_memories"] == 3

@@ -204,3 +204,24 @@ def test_an_erase_stopped_part_way_says_what_is_already_gone(make_engine, monkey
     assert raised.value.kind == "busy" and "4 memories were already deleted" in str(raised.value)
     monkeypatch.setattr(agents.AgentRepo, "delete_agent_chunk", real)
     assert eng.delete_agent_data("big")["deleted_memories"] == 3
+
+
+def test_fts_check_on_a_read_only_file_is_not_reported_as_damage(tmp_path):
+    """FTS5's integrity-check runs as a write: on a read-only file it cannot run, which says
+    nothing about the file (found by a new user: checkup on a read-only disk said critical)."""
+    import sqlite3
+
+    import pytest
+    from cpersona.errors import CheckNeedsWrite
+    from cpersona.storage import Database
+    from cpersona.storage.integrity import IntegrityRepo
+
+    path = tmp_path / "ro.db"
+    Database(str(path)).close()
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        for table in ("memories_fts", "memories_words"):
+            with pytest.raises(CheckNeedsWrite, match="read-only"):
+                IntegrityRepo(conn).fts_problem(table)
+    finally:
+        conn.close()

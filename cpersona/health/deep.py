@@ -32,6 +32,7 @@ from cpersona.health import vectors
 from cpersona.health.model import Context, HealthEnv, Probe
 from cpersona.health.operations import calibration_status
 from cpersona.health.runner import downgrade, vector_state
+from cpersona.policy import validate
 from cpersona.storage.codec import from_blob
 from cpersona.util.time import parse_ts
 
@@ -156,6 +157,7 @@ def deep_check(env: HealthEnv, agent_id: Any, fix: Any = False, checks: Any = No
     Unknown names are listed in `unknown_checks` and not run. Raises InvalidArgument."""
     if not isinstance(agent_id, str):
         raise InvalidArgument("agent_id", "must be a string: the agent to inspect")
+    validate.identifier("agent_id", agent_id)
     if not isinstance(fix, bool):
         raise InvalidArgument("fix", "must be true or false")
     names = checks or []

@@ -31,6 +31,7 @@ from cpersona.errors import DatabaseBusy, InvalidArgument
 from cpersona.health import vectors
 from cpersona.health.model import Check, Context, HealthEnv, Issue, NotApplicable, Probe, crashed, finish
 from cpersona.health.registry import NAMES, select
+from cpersona.policy import validate
 from cpersona.storage import Session
 from cpersona.storage.codec import to_blob
 from cpersona.storage.meta import VectorState
@@ -261,6 +262,7 @@ def _arguments(agent_id: Any, fix: Any, checks: Any) -> tuple[str, bool, list[st
         agent_id = ""
     if not isinstance(agent_id, str):
         raise InvalidArgument("agent_id", "must be a string ('' = every agent)")
+    validate.identifier("agent_id", agent_id)
     if not isinstance(fix, bool):
         raise InvalidArgument("fix", "must be true or false")
     if checks is None:

@@ -20,8 +20,8 @@ from cpersona.portable import exporter
 from cpersona.portable.paths import confine, export_root, replaceable
 from cpersona.service.backups import side_files
 from cpersona.service.base import ServiceBase
-from cpersona.updates.verdict import cache_path
 from cpersona.storage.meta import VectorState
+from cpersona.updates.verdict import cache_path
 
 #: progress(what, done, total) — what is "export" | "import" | "merge" | "backup" | "restore".
 Progress = Callable[[str, int, int], None]

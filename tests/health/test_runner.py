@@ -45,6 +45,13 @@ def test_arguments_of_the_wrong_type_are_named(engine_none, args, argument):
         engine_none.check_health(**args)
 
 
+@pytest.mark.parametrize("tool", ["check_health", "deep_check"])
+@pytest.mark.parametrize(("agent_id", "rule"), [("a\x00b", "NUL"), ("x" * 513, "the limit is 512")])
+def test_an_agent_id_no_other_tool_accepts_is_refused_not_reported_healthy(engine_none, tool, agent_id, rule):
+    with pytest.raises(InvalidArgument, match=f"^agent_id: .*{rule}"):
+        getattr(engine_none, tool)(agent_id)
+
+
 def test_the_pause_turns_a_fix_into_a_report(engine_none):
     bad = add_memory(engine_none, "<@1> hello")
     engine_none.pause_persistence(60)

@@ -45,7 +45,8 @@ class StorageUnavailable(StorageError):
 
     `kind` names the condition for callers (the `error_kind` of an answer): "busy" (another
     connection held the write lock past the busy timeout), "disk_full" (no space, or the
-    file reached a size limit), "io_error", "read_only", "corrupt", "out_of_memory".
+    file reached a size limit), "io_error", "read_only", "corrupt", "out_of_memory", "file_gone" (the
+    file was deleted or replaced while open).
     `retry_after_ms` is set when the same call can succeed later without anyone acting
     (busy); None when a person must act first (free space, restore a backup).
     """

@@ -37,7 +37,10 @@ def confine(argument: str, raw: object, root: Path | None, own: Mapping[Path, st
     of `own` (resolved path → what it is, e.g. "this server's database file").
 
     Raises:
-        InvalidArgument: not a non-empty string, outside `root`, or one of `own`.
+        InvalidArgument: not a non-empty string, outside `root`, one of `own`, or an existing
+            file that is neither a regular file nor a folder (a FIFO would block the call until
+            another process opens its other end; a device such as /dev/zero never ends, and an
+            export would replace the device node).
     """
     text = validate.text(argument, raw, max_chars=4096, allow_empty=False)
     path = Path(text).expanduser()
@@ -48,6 +51,9 @@ def confine(argument: str, raw: object, root: Path | None, own: Mapping[Path, st
     what = (own or {}).get(resolved)
     if what is not None:
         raise InvalidArgument(argument, f"{resolved} is {what}; name another file")
+    if resolved.exists() and not (resolved.is_file() or resolved.is_dir()):
+        raise InvalidArgument(argument, f"{resolved} is not a regular file (a FIFO, socket or device); "
+                                        "name a regular file")
     return resolved
 
 

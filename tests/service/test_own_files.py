@@ -4,6 +4,9 @@ file that is not an earlier export — even when the export folder is the databa
 from __future__ import annotations
 
 import json
+import os
+import stat
+import threading
 
 import pytest
 from cpersona.errors import InvalidArgument
@@ -74,3 +77,51 @@ def test_over_mcp_the_database_survives_an_export_aimed_at_it(tmp_path):
     assert all(r["ok"] is False and "this server's" in r["error"] for r in refusals), json.dumps(refusals)
     assert stored["result"] == "stored"
     assert db_counts(tmp_path / "m.db")["memories"] == 2
+
+
+def _within(seconds: float, call, unblock):
+    """call() in a thread; if it is still running after `seconds`, unblock() it and fail."""
+    out: list = []
+
+    def run():
+        try:
+            out.append(call())
+        except BaseException as err:  # noqa: BLE001 — handed to the test
+            out.append(err)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        unblock()
+        worker.join(10)
+        pytest.fail(f"the call was still blocked after {seconds} s")
+    return out[0]
+
+
+def _release(fifo):
+    """Open the FIFO's other end so a reader or writer blocked on it returns."""
+    def release():
+        for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+            try:
+                os.close(os.open(fifo, flags))
+            except OSError:
+                pass
+    return release
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("confined", [True, False], ids=["mcp", "cli"])
+@pytest.mark.parametrize("tool", ["import", "export"])
+def test_a_fifo_is_refused_at_once_not_waited_on(shared, tmp_path, confined, tool):
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    target = "pipe.jsonl" if confined else str(fifo)
+    call = ((lambda: shared.import_memories(target, "a", confined=confined)) if tool == "import"
+            else (lambda: shared.export_memories("a", target, confined=confined)))
+    raised = _within(10, call, _release(fifo))
+    argument = "input_path" if tool == "import" else "output_path"
+    assert isinstance(raised, InvalidArgument), raised
+    assert str(raised).startswith(f"{argument}: ") and "not a regular file" in str(raised)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # left as it was
+    assert db_counts(tmp_path / "shared.db")["memories"] == 1

@@ -170,9 +170,9 @@ class Database:
             raise failure from err
 
     def _connect(self, mode: str | None = None) -> sqlite3.Connection:
-        """A connection with the busy timeout; `mode` ("ro" / "rw"; always "ro" for a read-only Database)
-        opens an existing file only (https://www.sqlite.org/uri.html), default: read-write-create."""
-        mode = "ro" if self.read_only else mode
+        """A connection with the busy timeout; `mode` ("ro" / "rw") opens an existing file only
+        (https://www.sqlite.org/uri.html), default: read-write-create ("ro" for a read-only Database)."""
+        mode = mode or ("ro" if self.read_only else None)
         target, uri = self.path, False
         if mode is not None and not self.memory:
             target, uri = f"{Path(self.path).resolve().as_uri()}?mode={mode}", True
@@ -257,7 +257,7 @@ class Database:
             return self._writer
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._connect("rw")  # never create an empty file where the database was
+            conn = self._connect("ro" if self.read_only else "rw")  # never create a file where the database was
             self._install_vocab(conn)
             conn.execute("PRAGMA query_only=1")
             self._local.conn = conn
@@ -317,7 +317,7 @@ class Database:
                 yield self._session(self._writer)
             return
         self._identity.check()
-        conn = self._connect("rw")
+        conn = self._connect("ro" if self.read_only else "rw")
         try:
             conn.execute("PRAGMA query_only=1")
             conn.execute("BEGIN")

@@ -12,6 +12,8 @@ internal error, never swallowed.
 
 from __future__ import annotations
 
+import errno
+
 
 class CPersonaError(Exception):
     """Base class of every deliberate cpersona error."""
@@ -62,6 +64,19 @@ class StorageUnavailable(StorageError):
         if self.retry_after_ms is not None:
             out["retry_after_ms"] = self.retry_after_ms
         return out
+
+
+#: errno → error_kind of a file the server could not write (export, backup).
+_OS_KINDS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EFBIG: "disk_full",
+             errno.EROFS: "read_only", errno.EACCES: "read_only", errno.EPERM: "read_only"}
+
+
+def file_unavailable(what: str, err: OSError) -> StorageUnavailable:
+    """The StorageUnavailable naming why a file could not be written: `what` says which
+    file and what was kept (e.g. "output_path: cannot write /x.jsonl; the earlier file is
+    unchanged"); the kind follows the errno (disk_full, read_only, else io_error)."""
+    kind = _OS_KINDS.get(err.errno or 0, "io_error")
+    return StorageUnavailable(f"{what} ({err.strerror or err})", kind)
 
 
 class DatabaseDamaged(StorageUnavailable):

@@ -10,11 +10,12 @@ persistence is paused.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cpersona.errors import InvalidArgument
+from cpersona.errors import InvalidArgument, file_unavailable
 from cpersona.policy import validate
 from cpersona.portable import exporter
 from cpersona.portable.paths import confine, export_root, replaceable
@@ -22,6 +23,8 @@ from cpersona.service.backups import side_files
 from cpersona.service.base import ServiceBase
 from cpersona.storage.meta import VectorState
 from cpersona.updates.verdict import cache_path
+
+log = logging.getLogger(__name__)
 
 #: progress(what, done, total) — what is "export" | "import" | "merge" | "backup" | "restore".
 Progress = Callable[[str, int, int], None]
@@ -67,7 +70,8 @@ class ExportService(ServiceBase):
         With `include_embeddings` each memory carries `embedding_b64` (its vector, when made
         by the active model) and the header names that model. Returns {ok: true, path,
         memories, episodes, profiles, embeddings}. Raises InvalidArgument (bad argument,
-        path outside the export folder, path is a folder).
+        path outside the export folder, path is a folder); StorageUnavailable when the file
+        cannot be written (disk_full, read_only, io_error: nothing written, an earlier file kept).
         """
         agent = validate.identifier("agent_id", agent_id)
         with_vectors = validate.boolean("include_embeddings", include_embeddings)
@@ -76,6 +80,17 @@ class ExportService(ServiceBase):
             raise InvalidArgument("output_path", f"{path} is a folder; name the file to write")
         if confined:
             replaceable("output_path", path)
+        try:
+            written = self._export(agent, path, with_vectors, progress)
+        except OSError as err:
+            failure = file_unavailable(f"output_path: cannot write {path}; nothing was written and an earlier "
+                                       "file of that name is unchanged", err)
+            log.warning("%s", failure)
+            raise failure from err
+        return {"ok": True, "path": str(path), **written}
+
+    def _export(self, agent: str, path: Path, with_vectors: bool, progress: Progress | None) -> dict[str, int]:
+        """Write the export file atomically; the counts written. Raises OSError (disk)."""
         scope = agent or None
         written = {t: 0 for t in _TABLES} | {"embeddings": 0}
         with self.db.snapshot() as s, exporter.AtomicFile(path) as out:
@@ -97,7 +112,7 @@ class ExportService(ServiceBase):
             for row in s.dump.rows("profiles", scope):
                 out.line(exporter.profile(row))
                 written["profiles"] += 1
-        return {"ok": True, "path": str(path), **written}
+        return written
 
     @staticmethod
     def _tick(progress: Progress | None, what: str, written: dict[str, int], total: int) -> None:

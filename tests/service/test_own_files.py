@@ -3,13 +3,15 @@ file that is not an earlier export — even when the export folder is the databa
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
 import threading
 
 import pytest
-from cpersona.errors import InvalidArgument
+from cpersona.errors import InvalidArgument, StorageUnavailable
+from cpersona.portable import exporter
 
 from conftest import db_counts, new_engine, run_mcp
 
@@ -125,3 +127,26 @@ def test_a_fifo_is_refused_at_once_not_waited_on(shared, tmp_path, confined, too
     assert str(raised).startswith(f"{argument}: ") and "not a regular file" in str(raised)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # left as it was
     assert db_counts(tmp_path / "shared.db")["memories"] == 1
+
+
+@pytest.mark.parametrize(("code", "kind"), [(errno.ENOSPC, "disk_full"), (errno.EFBIG, "disk_full"),
+                                            (errno.EROFS, "read_only"), (errno.EIO, "io_error")])
+def test_an_export_the_disk_cannot_take_is_named_and_leaves_the_earlier_file(shared, tmp_path, monkeypatch,
+                                                                              code, kind):
+    assert shared.export_memories("a", "a.jsonl")["ok"]
+    earlier = (tmp_path / "a.jsonl").read_bytes()
+    shared.store("a", "a second fact")
+    written = []
+
+    def line(self, obj):
+        if written:
+            raise OSError(code, os.strerror(code))
+        written.append(obj)
+
+    monkeypatch.setattr(exporter.AtomicFile, "line", line)
+    with pytest.raises(StorageUnavailable) as raised:
+        shared.export_memories("a", "a.jsonl")
+    assert raised.value.kind == kind and raised.value.retry_after_ms is None
+    assert str(raised.value).startswith("output_path: ") and os.strerror(code) in str(raised.value)
+    assert (tmp_path / "a.jsonl").read_bytes() == earlier
+    assert not [p.name for p in tmp_path.iterdir() if ".tmp." in p.name]

@@ -10,7 +10,6 @@ persistence is paused.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,6 @@ from cpersona.service.backups import side_files
 from cpersona.service.base import ServiceBase
 from cpersona.storage.meta import VectorState
 from cpersona.updates.verdict import cache_path
-
-log = logging.getLogger(__name__)
 
 #: progress(what, done, total) — what is "export" | "import" | "merge" | "backup" | "restore".
 Progress = Callable[[str, int, int], None]
@@ -82,11 +79,9 @@ class ExportService(ServiceBase):
             replaceable("output_path", path)
         try:
             written = self._export(agent, path, with_vectors, progress)
-        except OSError as err:
-            failure = file_unavailable(f"output_path: cannot write {path}; nothing was written and an earlier "
-                                       "file of that name is unchanged", err)
-            log.warning("%s", failure)
-            raise failure from err
+        except OSError as err:  # answered to the caller, who asked for the file
+            raise file_unavailable(f"output_path: cannot write {path}; nothing was written and an earlier "
+                                   "file of that name is unchanged", err) from err
         return {"ok": True, "path": str(path), **written}
 
     def _export(self, agent: str, path: Path, with_vectors: bool, progress: Progress | None) -> dict[str, int]:

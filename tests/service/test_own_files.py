@@ -7,13 +7,12 @@ import errno
 import json
 import os
 import stat
-import threading
 
 import pytest
 from cpersona.errors import InvalidArgument, StorageUnavailable
 from cpersona.portable import exporter
 
-from conftest import db_counts, new_engine, run_mcp
+from conftest import db_counts, in_thread, new_engine, run_mcp
 
 OWN = ["shared.db", "shared.db-wal", "shared.db-shm", "shared.db-journal", "shared.db.calibration.json",
        "update-check.json"]
@@ -81,26 +80,6 @@ def test_over_mcp_the_database_survives_an_export_aimed_at_it(tmp_path):
     assert db_counts(tmp_path / "m.db")["memories"] == 2
 
 
-def _within(seconds: float, call, unblock):
-    """call() in a thread; if it is still running after `seconds`, unblock() it and fail."""
-    out: list = []
-
-    def run():
-        try:
-            out.append(call())
-        except BaseException as err:  # noqa: BLE001 — handed to the test
-            out.append(err)
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        unblock()
-        worker.join(10)
-        pytest.fail(f"the call was still blocked after {seconds} s")
-    return out[0]
-
-
 def _release(fifo):
     """Open the FIFO's other end so a reader or writer blocked on it returns."""
     def release():
@@ -121,7 +100,11 @@ def test_a_fifo_is_refused_at_once_not_waited_on(shared, tmp_path, confined, too
     target = "pipe.jsonl" if confined else str(fifo)
     call = ((lambda: shared.import_memories(target, "a", confined=confined)) if tool == "import"
             else (lambda: shared.export_memories("a", target, confined=confined)))
-    raised = _within(10, call, _release(fifo))
+    try:
+        raised = in_thread(call, 10)
+    except TimeoutError:
+        _release(fifo)()
+        pytest.fail("the call was still blocked on the FIFO after 10 s")
     argument = "input_path" if tool == "import" else "output_path"
     assert isinstance(raised, InvalidArgument), raised
     assert str(raised).startswith(f"{argument}: ") and "not a regular file" in str(raised)

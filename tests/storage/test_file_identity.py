@@ -9,13 +9,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import threading
 
 import pytest
 from cpersona.errors import StorageUnavailable
 from cpersona.retrieval.pipeline import RecallRequest
 
-from conftest import db_counts, new_engine
+from conftest import db_counts, in_thread, new_engine
 
 SIDES = ("", "-wal", "-shm")
 
@@ -28,22 +27,6 @@ def _move_away(path, to):
 
 def _recall(eng, agent="kai"):
     return [m["content"] for m in eng.recall(RecallRequest(agent_id=agent, query="fact"))["messages"]]
-
-
-def _in_new_thread(fn):
-    """Run fn in a fresh thread (a fresh read connection) and return what it raised or returned."""
-    out: list = []
-
-    def run():
-        try:
-            out.append(fn())
-        except BaseException as err:  # noqa: BLE001 — handed to the test
-            out.append(err)
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    return out[0]
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
@@ -63,14 +46,14 @@ def test_a_write_to_a_deleted_or_replaced_file_is_refused_not_acknowledged(tmp_p
             assert raised.value.retry_after_ms is None
         with pytest.raises(StorageUnavailable, match="deleted or replaced"):
             eng.update_profile("kai", "a profile")
-        refused = _in_new_thread(lambda: _recall(eng))
+        refused = in_thread(lambda: _recall(eng))
         assert isinstance(refused, StorageUnavailable) and refused.kind == "file_gone"
         assert os.path.exists(path) is (how == "replaced")  # a read did not create an empty file
         if how == "replaced":
             os.remove(path)
         _move_away(tmp_path / "away.db", path)  # the file is back: the server heals by itself
         assert eng.store("kai", "third fact, the file is back")["result"] == "stored"
-        assert _in_new_thread(lambda: sorted(_recall(eng))) == ["first fact", "third fact, the file is back"]
+        assert in_thread(lambda: sorted(_recall(eng))) == ["first fact", "third fact, the file is back"]
     finally:
         eng.close()
     gone = [r for r in caplog.records if "deleted or replaced" in r.getMessage()]

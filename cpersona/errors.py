@@ -12,6 +12,8 @@ internal error, never swallowed.
 
 from __future__ import annotations
 
+import errno
+
 
 class CPersonaError(Exception):
     """Base class of every deliberate cpersona error."""
@@ -45,7 +47,8 @@ class StorageUnavailable(StorageError):
 
     `kind` names the condition for callers (the `error_kind` of an answer): "busy" (another
     connection held the write lock past the busy timeout), "disk_full" (no space, or the
-    file reached a size limit), "io_error", "read_only", "corrupt", "out_of_memory".
+    file reached a size limit), "io_error", "read_only", "corrupt", "out_of_memory", "file_gone" (the
+    file was deleted or replaced while open).
     `retry_after_ms` is set when the same call can succeed later without anyone acting
     (busy); None when a person must act first (free space, restore a backup).
     """
@@ -61,6 +64,19 @@ class StorageUnavailable(StorageError):
         if self.retry_after_ms is not None:
             out["retry_after_ms"] = self.retry_after_ms
         return out
+
+
+#: errno → error_kind of a file the server could not write (export, backup).
+_OS_KINDS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EFBIG: "disk_full",
+             errno.EROFS: "read_only", errno.EACCES: "read_only", errno.EPERM: "read_only"}
+
+
+def file_unavailable(what: str, err: OSError) -> StorageUnavailable:
+    """The StorageUnavailable naming why a file could not be written: `what` says which
+    file and what was kept (e.g. "output_path: cannot write /x.jsonl; the earlier file is
+    unchanged"); the kind follows the errno (disk_full, read_only, else io_error)."""
+    kind = _OS_KINDS.get(err.errno or 0, "io_error")
+    return StorageUnavailable(f"{what} ({err.strerror or err})", kind)
 
 
 class DatabaseDamaged(StorageUnavailable):

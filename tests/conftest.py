@@ -9,6 +9,7 @@
 * `RawStdio(env, cwd)` — a bare JSON-RPC client over a spawned server's stdio (byte frames,
   kill -9, a custom command line).
 * `db_counts(path)` / `db_rows(path, sql)` — read the SQLite file directly.
+* `in_thread(fn, seconds)` — fn() in a fresh thread: its result or exception, TimeoutError if it hangs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -122,6 +124,25 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 15.0, step: float
             return True
         time.sleep(step)
     return predicate()
+
+
+def in_thread(fn: Callable[[], Any], seconds: float = 60.0) -> Any:
+    """Run fn() in a fresh daemon thread (its own per-thread read connection) and return what
+    it returned or raised; raises TimeoutError while it is still running after `seconds`."""
+    out: list = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as err:  # noqa: BLE001 — handed to the test
+            out.append(err)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(f"still running after {seconds} s")
+    return out[0]
 
 
 # ----------------------------------------------------------------------------- MCP

@@ -31,7 +31,8 @@ from cpersona.errors import InvalidArgument
 from cpersona.health import vectors
 from cpersona.health.model import Context, HealthEnv, Probe
 from cpersona.health.operations import calibration_status
-from cpersona.health.runner import downgrade, vector_state
+from cpersona.health.runner import MAX_CHECK_NAME_CHARS, MAX_CHECK_NAMES, downgrade, vector_state
+from cpersona.policy import validate
 from cpersona.storage.codec import from_blob
 from cpersona.util.time import parse_ts
 
@@ -156,11 +157,10 @@ def deep_check(env: HealthEnv, agent_id: Any, fix: Any = False, checks: Any = No
     Unknown names are listed in `unknown_checks` and not run. Raises InvalidArgument."""
     if not isinstance(agent_id, str):
         raise InvalidArgument("agent_id", "must be a string: the agent to inspect")
+    validate.identifier("agent_id", agent_id)
     if not isinstance(fix, bool):
         raise InvalidArgument("fix", "must be true or false")
-    names = checks or []
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InvalidArgument("checks", "must be a list of deep check names")
+    names = validate.string_list("checks", checks, max_items=MAX_CHECK_NAMES, max_chars=MAX_CHECK_NAME_CHARS)
     selected = [n for n in DEEP_CHECKS if not names or n in names]
     out: dict[str, Any] = {"agent_id": agent_id, "checks_run": selected}
     if unknown := sorted(set(names) - set(DEEP_CHECKS)):

@@ -31,6 +31,7 @@ from cpersona.errors import DatabaseBusy, InvalidArgument
 from cpersona.health import vectors
 from cpersona.health.model import Check, Context, HealthEnv, Issue, NotApplicable, Probe, crashed, finish
 from cpersona.health.registry import NAMES, select
+from cpersona.policy import validate
 from cpersona.storage import Session
 from cpersona.storage.codec import to_blob
 from cpersona.storage.meta import VectorState
@@ -256,15 +257,19 @@ def downgrade(env: HealthEnv, fix: bool) -> tuple[bool, dict[str, Any]]:
     return False, {"repairs_skipped": True, "repairs_skip_reason": reason}
 
 
+#: Bounds of the `checks` argument: more names than there are checks and issue types, each
+#: longer than any name, can only be a mistake (and would be echoed back in `unknown_checks`).
+MAX_CHECK_NAMES = 100
+MAX_CHECK_NAME_CHARS = 64
+
+
 def _arguments(agent_id: Any, fix: Any, checks: Any) -> tuple[str, bool, list[str]]:
     if agent_id is None:
         agent_id = ""
     if not isinstance(agent_id, str):
         raise InvalidArgument("agent_id", "must be a string ('' = every agent)")
+    validate.identifier("agent_id", agent_id)
     if not isinstance(fix, bool):
         raise InvalidArgument("fix", "must be true or false")
-    if checks is None:
-        checks = []
-    if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
-        raise InvalidArgument("checks", "must be a list of check names")
-    return agent_id, fix, checks
+    return agent_id, fix, list(validate.string_list("checks", checks, max_items=MAX_CHECK_NAMES,
+                                                    max_chars=MAX_CHECK_NAME_CHARS))

@@ -16,7 +16,9 @@ agent), which needs a `"*"` grant and is met at the client's narrowest grant.
   set_recall_precision, migrate_channel_axis;
 * read on agent_id, read-write when `fix` is truthy: check_health, deep_check;
 * read-write on agent_id (export_memories) / target_agent_id (import_memories), and on `*`
-  too while no export directory confines their file paths;
+  too while no export directory confines their file paths; import_memories also needs read
+  on `*`: the export folder is shared by every client, so a file in it (another client's
+  export, a database file) may hold any agent's rows, and importing it would read them;
 * merge_memories: copy = read on source_agent_id + read-write on target_agent_id; any other
   mode (move) = read-write on both.
 """
@@ -40,6 +42,7 @@ class Demand:
     agent: str
     level: Permission
     widened: str | None = None
+    why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,14 @@ def _file(key: str) -> Rule:
     return rule
 
 
+#: Why import_memories needs read on every agent (see the module docstring).
+_SHARED_FOLDER = "the export folder is shared by every client, so the file may hold any agent's rows"
+
+
+def _importing(args: Mapping[str, Any], facts: CallFacts) -> list[Demand]:
+    return [*_file("target_agent_id")(args, facts), Demand(ANY_AGENT, READ, why=_SHARED_FOLDER)]
+
+
 def _merge(args: Mapping[str, Any], facts: CallFacts) -> list[Demand]:
     copying = args.get("mode", "copy") == "copy"
     return [_agent(args, "source_agent_id", READ if copying else READ_WRITE),
@@ -110,7 +121,7 @@ RULES: dict[str, Rule] = {
     **dict.fromkeys(_WRITES, _on("agent_id", READ_WRITE)),
     **dict.fromkeys(("check_health", "deep_check"), _fixing),
     "export_memories": _file("agent_id"),
-    "import_memories": _file("target_agent_id"),
+    "import_memories": _importing,
     "merge_memories": _merge,
 }
 
@@ -142,6 +153,8 @@ class Decision:
         if self.demand.widened:
             text += (f"; {self.demand.widened} was absent, empty or not a string, so the call spans every agent "
                      "and needs a '*' grant")
+        if self.demand.why:
+            text += f": {self.demand.why}"
         return text
 
 

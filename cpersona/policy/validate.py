@@ -155,9 +155,9 @@ def owner(value: Any) -> str | None:
     return agent or None
 
 
-def required_agent(value: Any, purpose: str) -> str:
-    """A non-empty agent_id; `purpose` completes "is required: name the agent …"."""
-    agent = identifier("agent_id", value)
+def required_agent(value: Any, purpose: str, argument: str = "agent_id") -> str:
+    """A non-empty agent id passed as `argument`; `purpose` completes "is required: name the agent …"."""
+    agent = identifier(argument, value)
     if agent == "":
-        raise InvalidArgument("agent_id", "is required: name the agent" + (f" {purpose}" if purpose else ""))
+        raise InvalidArgument(argument, "is required: name the agent" + (f" {purpose}" if purpose else ""))
     return agent

@@ -5,10 +5,18 @@ or `<database folder>/exports` when that is unset (the original CPersona allowed
 without `..` then; an agent must not be able to overwrite or read any file of the user).
 A relative path is taken inside that folder; the resolved path (symbolic links followed)
 must lie inside it. The CLI is driven by the user, who may name any path.
+
+Neither may name one of the server's own files (the database, its `-wal` / `-shm` /
+`-journal`, the side files beside it): an export written over them destroys the store, and
+an import of the live database copies every agent's rows. And over MCP an export replaces
+only an earlier export — a file whose first line is a cpersona export header — so an export
+folder shared with other files (CPERSONA_EXPORT_DIR=~) loses none of them.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from cpersona.errors import InvalidArgument
@@ -24,18 +32,51 @@ def export_root(export_dir: str, db_file: Path | None) -> Path:
     return (base / "exports").resolve()
 
 
-def confine(argument: str, raw: object, root: Path | None) -> Path:
-    """The path `raw` names, resolved; inside `root` unless `root` is None (CLI).
+def confine(argument: str, raw: object, root: Path | None, own: Mapping[Path, str] | None = None) -> Path:
+    """The path `raw` names, resolved; inside `root` unless `root` is None (CLI), and none
+    of `own` (resolved path → what it is, e.g. "this server's database file").
 
     Raises:
-        InvalidArgument: not a non-empty string, or outside `root`.
+        InvalidArgument: not a non-empty string, outside `root`, one of `own`, or an existing
+            file that is neither a regular file nor a folder (a FIFO would block the call until
+            another process opens its other end; a device such as /dev/zero never ends, and an
+            export would replace the device node).
     """
     text = validate.text(argument, raw, max_chars=4096, allow_empty=False)
     path = Path(text).expanduser()
-    if root is None:
-        return path.resolve()
-    resolved = (path if path.is_absolute() else root / path).resolve()
-    if resolved != root and root not in resolved.parents:
+    resolved = path.resolve() if root is None else (path if path.is_absolute() else root / path).resolve()
+    if root is not None and resolved != root and root not in resolved.parents:
         raise InvalidArgument(argument, f"{text!r} is outside the export folder {root}; use a path inside it "
                                         "(set CPERSONA_EXPORT_DIR to choose the folder)")
+    what = (own or {}).get(resolved)
+    if what is not None:
+        raise InvalidArgument(argument, f"{resolved} is {what}; name another file")
+    if resolved.exists() and not (resolved.is_file() or resolved.is_dir()):
+        raise InvalidArgument(argument, f"{resolved} is not a regular file (a FIFO, socket or device); "
+                                        "name a regular file")
     return resolved
+
+
+#: Bytes of an existing file read to recognise an export header on its first line.
+_HEADER_PEEK = 65536
+
+
+def replaceable(argument: str, path: Path) -> None:
+    """Refuse to replace an existing file that is not a cpersona export (its first line is
+    not a JSON object with `"_type": "header"`): over MCP the export folder may hold the
+    user's other files.
+
+    Raises:
+        InvalidArgument: `path` exists and is not an earlier export.
+    """
+    if not path.exists():
+        return
+    try:
+        with open(path, "rb") as f:
+            first = f.read(_HEADER_PEEK).split(b"\n", 1)[0]
+        head = json.loads(first.decode("utf-8"))
+    except (OSError, ValueError):
+        head = None
+    if not (isinstance(head, dict) and head.get("_type") == "header"):
+        raise InvalidArgument(argument, f"{path} exists and is not a cpersona export; it is never replaced "
+                                        "over MCP: name a new file")

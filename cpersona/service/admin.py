@@ -22,6 +22,7 @@ from cpersona.service.outcomes import AgentErased, ProfileUpdate, RowChange
 from cpersona.service.paused import skipped_body
 from cpersona.storage import Session
 from cpersona.util.text import sanitize
+from cpersona.util.words import visible
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +133,10 @@ class AdminService(IdentityService):
         validate.text("profile", profile, max_chars=max(4 * self.settings.max_profile_length, 1_000_000))
         if (paused := skipped_body(self.pause, "update_profile")) is not None:
             return paused
-        if not profile.strip():
+        if not visible(profile):  # blank, or only invisible format characters (zero-width spaces, BOMs)
             return {"ok": True, "profiles_updated": 0, "reason": "empty profile"}
         text, cut = sanitize(profile, self.settings.max_profile_length)
-        if not text:
+        if not visible(text):
             return {"ok": True, "profiles_updated": 0, "reason": "empty after sanitization"}
         with self.db.write() as s:
             s.profiles.upsert(agent, text)

@@ -27,7 +27,7 @@ from typing import Any
 
 from cpersona.calibration.sidecar import path_for
 from cpersona.config import Settings
-from cpersona.errors import InvalidArgument
+from cpersona.errors import InvalidArgument, StorageError, file_unavailable
 from cpersona.policy.projects import OperatingContext
 from cpersona.portable import manifest
 from cpersona.storage import backup as sqlite_backup
@@ -82,8 +82,8 @@ def backup(settings: Settings, dest: Any, progress: Progress | None = None) -> d
     """Back the database and its side files up into the new folder `dest` (module doc).
 
     Returns {ok: true, path, files: [{role, name, source, size, sha256}], rows, schema_version}.
-    Raises InvalidArgument (dest exists, in-memory database, no database file) or OSError /
-    sqlite3.Error (disk full…; nothing is left under `dest`).
+    Raises InvalidArgument (dest exists, in-memory database, no database file) or
+    StorageUnavailable (disk full, read-only, I/O error; nothing is left under `dest`).
     """
     db_file = _db_file(settings)
     if not db_file.exists():
@@ -104,9 +104,12 @@ def backup(settings: Settings, dest: Any, progress: Progress | None = None) -> d
                 files.append({"role": role, "name": manifest.NAMES[role], "source": str(path)})
         inspected = sqlite_backup.inspect(partial / manifest.NAMES["database"])
         if inspected["integrity"] != "ok":
-            raise OSError(f"the copy fails the SQLite integrity check: {inspected['integrity']}")
+            raise StorageError(f"the backup copy fails the SQLite integrity check: {inspected['integrity']}")
         written = manifest.write(partial, files, inspected)
         manifest.publish(partial, target)
+    except OSError as err:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise file_unavailable(f"dest: cannot write the backup into {target}; nothing was left there", err) from err
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -144,13 +147,19 @@ def restore(settings: Settings, src: Any, progress: Progress | None = None) -> d
                                       "newer than this cpersona can open"}
     kept = db_file.parent / f"cpersona-replaced-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     kept.mkdir(parents=True, exist_ok=False)
-    if db_file.exists():
-        sqlite_backup.snapshot_copy(db_file, kept / db_file.name)
     sides = side_files(settings)
     roles = [e["role"] for e in found["files"] if e["role"] != "database"]
-    for role in roles:
-        if role in sides and sides[role].is_file():
-            shutil.copyfile(sides[role], kept / sides[role].name)
+    try:
+        if db_file.exists():
+            sqlite_backup.snapshot_copy(db_file, kept / db_file.name)
+        for role in roles:
+            if role in sides and sides[role].is_file():
+                shutil.copyfile(sides[role], kept / sides[role].name)
+    except (OSError, StorageError) as err:
+        shutil.rmtree(kept, ignore_errors=True)
+        failure = file_unavailable(f"cannot keep a copy of the current files in {kept}; nothing was restored",
+                                   err) if isinstance(err, OSError) else err
+        raise failure from err
     sqlite_backup.restore_into(copy, db_file, (lambda d, t: progress("restore", d, t)) if progress else None)
     restored = ["database"]
     for role in roles:

@@ -14,16 +14,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cpersona.errors import InvalidArgument
+from cpersona.errors import InvalidArgument, file_unavailable
 from cpersona.policy import validate
 from cpersona.portable import exporter
-from cpersona.portable.paths import confine, export_root
+from cpersona.portable.paths import confine, export_root, replaceable
+from cpersona.service.backups import side_files
 from cpersona.service.base import ServiceBase
 from cpersona.storage.meta import VectorState
+from cpersona.updates.verdict import cache_path
 
 #: progress(what, done, total) — what is "export" | "import" | "merge" | "backup" | "restore".
 Progress = Callable[[str, int, int], None]
 _TABLES = ("memories", "episodes", "profiles")
+#: The files SQLite keeps beside a database: suffix → what they are.
+_SQLITE_FILES = {"": "database file", "-wal": "write-ahead log", "-shm": "shared-memory index",
+                 "-journal": "rollback journal"}
 
 
 def _active_vector(state: VectorState, row: dict[str, Any]) -> bytes | None:
@@ -43,6 +48,18 @@ class ExportService(ServiceBase):
         """The folder MCP export / import paths are confined to."""
         return export_root(self.settings.export_dir, self.settings.db_file)
 
+    def own_files(self) -> dict[Path, str]:
+        """Resolved path → description of every file this server owns (the database, its
+        SQLite companions, the side files): never an export target nor an import source."""
+        db = self.settings.db_file
+        files: dict[Path, str] = {}
+        if db is not None:
+            files.update({Path(f"{db}{suffix}"): f"this server's {what}" for suffix, what in _SQLITE_FILES.items()})
+            files[cache_path(db) or db] = "this server's update-check cache"
+        files.update({path: f"this server's {role.replace('_', ' ')} file"
+                      for role, path in side_files(self.settings).items()})
+        return {path.expanduser().resolve(): what for path, what in files.items()}
+
     def export_memories(self, agent_id: Any, output_path: Any, include_embeddings: Any = False, *,
                         confined: bool = True, progress: Progress | None = None) -> dict[str, Any]:
         """Write the agent's rows ('' = every agent) to `output_path` (JSONL, atomically).
@@ -50,13 +67,25 @@ class ExportService(ServiceBase):
         With `include_embeddings` each memory carries `embedding_b64` (its vector, when made
         by the active model) and the header names that model. Returns {ok: true, path,
         memories, episodes, profiles, embeddings}. Raises InvalidArgument (bad argument,
-        path outside the export folder, path is a folder).
+        path outside the export folder, path is a folder); StorageUnavailable when the file
+        cannot be written (disk_full, read_only, io_error: nothing written, an earlier file kept).
         """
         agent = validate.identifier("agent_id", agent_id)
         with_vectors = validate.boolean("include_embeddings", include_embeddings)
-        path = confine("output_path", output_path, self.export_root() if confined else None)
+        path = confine("output_path", output_path, self.export_root() if confined else None, self.own_files())
         if path.is_dir():
             raise InvalidArgument("output_path", f"{path} is a folder; name the file to write")
+        if confined:
+            replaceable("output_path", path)
+        try:
+            written = self._export(agent, path, with_vectors, progress)
+        except OSError as err:  # answered to the caller, who asked for the file
+            raise file_unavailable(f"output_path: cannot write {path}; nothing was written and an earlier "
+                                   "file of that name is unchanged", err) from err
+        return {"ok": True, "path": str(path), **written}
+
+    def _export(self, agent: str, path: Path, with_vectors: bool, progress: Progress | None) -> dict[str, int]:
+        """Write the export file atomically; the counts written. Raises OSError (disk)."""
         scope = agent or None
         written = {t: 0 for t in _TABLES} | {"embeddings": 0}
         with self.db.snapshot() as s, exporter.AtomicFile(path) as out:
@@ -78,7 +107,7 @@ class ExportService(ServiceBase):
             for row in s.dump.rows("profiles", scope):
                 out.line(exporter.profile(row))
                 written["profiles"] += 1
-        return {"ok": True, "path": str(path), **written}
+        return written
 
     @staticmethod
     def _tick(progress: Progress | None, what: str, written: dict[str, int], total: int) -> None:

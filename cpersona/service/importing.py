@@ -99,7 +99,7 @@ class ImportService(ExportService):
         if not dry and (paused := skipped_body(self.pause, "import_memories")) is not None:
             return paused
         target = validate.identifier("target_agent_id", target_agent_id)
-        path = confine("input_path", input_path, self.export_root() if confined else None)
+        path = confine("input_path", input_path, self.export_root() if confined else None, self.own_files())
         if not path.exists():
             return _failure(f"input_path: {path} does not exist", dry)
         with cycle_collection_paused():

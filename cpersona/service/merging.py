@@ -70,7 +70,7 @@ class MergeService(ImportService):
         if dry_run is not True and (paused := skipped_body(self.pause, "merge_memories")) is not None:
             return paused
         dry = validate.boolean("dry_run", dry_run)
-        source = validate.required_agent(source_agent_id, "to merge from")
+        source = validate.required_agent(source_agent_id, "to merge from", "source_agent_id")
         target = validate.identifier("target_agent_id", target_agent_id)
         if not target or target == source:
             raise InvalidArgument("target_agent_id", "must be a non-empty agent id other than source_agent_id")

@@ -18,9 +18,13 @@ main file does not have yet (https://www.sqlite.org/wal.html). So:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from cpersona.errors import StorageError
+from cpersona.storage.failures import condition_of, unavailable
 
 #: Pages copied per step of the backup API (progress is reported between steps).
 RESTORE_PAGES_PER_STEP = 1024
@@ -31,15 +35,30 @@ def _readonly(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
+@contextmanager
+def _named(what: str) -> Iterator[None]:
+    """Raise a SQLite failure of the copy as the StorageUnavailable naming it (disk full, …),
+    or a StorageError saying `what` failed."""
+    try:
+        yield
+    except sqlite3.Error as err:
+        condition = condition_of(err)
+        if condition is None:
+            raise StorageError(f"{what}: {err}") from err
+        raise unavailable(f"{what}: {condition.kind.replace('_', ' ')} ({err}); nothing was changed",
+                          condition) from err
+
+
 def snapshot_copy(source: Path, target: Path) -> None:
     """Write a consistent copy of the (possibly live) database `source` to the new file
-    `target`. Raises sqlite3.Error (e.g. the disk is full; the partial target is the
-    caller's to remove)."""
-    conn = sqlite3.connect(str(source), timeout=30)
-    try:
-        conn.execute("VACUUM INTO ?", (str(target),))
-    finally:
-        conn.close()
+    `target`. Raises StorageUnavailable (e.g. the disk is full: kind disk_full) or
+    StorageError; the partial target is the caller's to remove."""
+    with _named(f"cannot copy {source} to {target}"):
+        conn = sqlite3.connect(str(source), timeout=30)
+        try:
+            conn.execute("VACUUM INTO ?", (str(target),))
+        finally:
+            conn.close()
 
 
 def used_bytes(path: Path) -> int:
@@ -70,15 +89,19 @@ def inspect(path: Path, max_errors: int = 10) -> dict[str, Any]:
 def restore_into(source: Path, target: Path, progress: Callable[[int, int], None] | None = None) -> None:
     """Replace the content of database `target` (live or not; created when absent) with the
     database `source`, in ONE write transaction on `target`. `progress(done_pages,
-    total_pages)` between steps. Raises sqlite3.Error; `target` is then unchanged."""
-    src = _readonly(source)
-    dst = sqlite3.connect(str(target), timeout=30)
-    try:
-        def report(status: int, remaining: int, total: int) -> None:
-            if progress is not None:
-                progress(total - remaining, total)
+    total_pages)` between steps. Raises StorageUnavailable (disk full, busy, …) or
+    StorageError; `target` is then unchanged."""
+    def report(status: int, remaining: int, total: int) -> None:
+        if progress is not None:
+            progress(total - remaining, total)
 
-        src.backup(dst, pages=RESTORE_PAGES_PER_STEP, progress=report)
-    finally:
-        dst.close()
-        src.close()
+    with _named(f"cannot restore {source} into {target}"):
+        src = _readonly(source)
+        try:
+            dst = sqlite3.connect(str(target), timeout=30)
+            try:
+                src.backup(dst, pages=RESTORE_PAGES_PER_STEP, progress=report)
+            finally:
+                dst.close()
+        finally:
+            src.close()

@@ -28,6 +28,7 @@ from pathlib import Path
 from cpersona.errors import StorageError
 from cpersona.storage import migration
 from cpersona.storage.failures import Conditions, condition_of
+from cpersona.storage.file_identity import FileIdentity
 from cpersona.storage.session import Session
 
 log = logging.getLogger(__name__)
@@ -60,10 +61,9 @@ class Database:
 
     Attributes:
         fts_enabled: the FTS5 index is maintained and searched.
-        fts_problem: why FTS is off although enabled ('' when it is usable or disabled),
-            e.g. "memories_fts: no such tokenizer: trigram" on an SQLite without it: keyword
-            search then uses LIKE and writes work (the FTS triggers are dropped).
-        conditions: the failure conditions currently affecting the file.
+        fts_problem: why FTS is off although enabled ('' when usable or disabled), e.g. "memories_fts: no such
+            tokenizer: trigram": keyword search then uses LIKE and writes work (FTS triggers dropped).
+        conditions: the failure conditions currently affecting the file (a deleted or replaced file included).
 
     Raises:
         SchemaTooNew: the file's schema version is newer than this code (file untouched).
@@ -87,6 +87,7 @@ class Database:
         self.busy_timeout_ms = busy_timeout_ms
         self.conditions = Conditions(path, busy_timeout_ms)
         self.fts_problem = ""
+        self._identity = FileIdentity(path, self.conditions)
         if read_only:
             self._init_read_only(fts_enabled)
             return
@@ -111,6 +112,7 @@ class Database:
             self._writer.close()
             raise
         self.fts_enabled = fts_enabled and not self.fts_problem and migration.has_fts(self._writer)
+        self._identity.remember()  # the file SQLite created (or opened)
         if self.fts_problem:
             log.warning("full-text search is unavailable with this SQLite %s (%s): keyword search uses LIKE "
                         "substring matching; stores and recalls work. Use a Python whose SQLite has FTS5 with "
@@ -168,9 +170,8 @@ class Database:
             raise failure from err
 
     def _connect(self, mode: str | None = None) -> sqlite3.Connection:
-        """A connection with the busy timeout; `mode` ("ro" / "rw") opens an existing file
-        only (SQLite URI, https://www.sqlite.org/uri.html), default: read-write-create
-        (or "ro" for a read-only Database)."""
+        """A connection with the busy timeout; `mode` ("ro" / "rw") opens an existing file only
+        (https://www.sqlite.org/uri.html), default: read-write-create ("ro" for a read-only Database)."""
         mode = mode or ("ro" if self.read_only else None)
         target, uri = self.path, False
         if mode is not None and not self.memory:
@@ -208,6 +209,7 @@ class Database:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield session
+                    self._identity.check()
                     conn.execute("COMMIT")
                 except BaseException:
                     _rollback(conn)
@@ -255,7 +257,7 @@ class Database:
             return self._writer
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._connect()
+            conn = self._connect("ro" if self.read_only else "rw")  # never create a file where the database was
             self._install_vocab(conn)
             conn.execute("PRAGMA query_only=1")
             self._local.conn = conn
@@ -272,6 +274,7 @@ class Database:
                 with self._lock:
                     yield self._session(self._writer)
             else:
+                self._identity.check()
                 yield self._session(self.reader())
 
     @contextmanager
@@ -313,7 +316,8 @@ class Database:
             with self._lock:
                 yield self._session(self._writer)
             return
-        conn = self._connect()
+        self._identity.check()
+        conn = self._connect("ro" if self.read_only else "rw")
         try:
             conn.execute("PRAGMA query_only=1")
             conn.execute("BEGIN")
@@ -352,9 +356,8 @@ class Database:
         """PRAGMA data_version of the write connection: changes only when ANOTHER
         connection (another process, or a reader) committed since the last call.
 
-        With `wait=False` it answers None instead of waiting while this process holds the
-        write lock (a long import writes chunk after chunk): no other connection can commit
-        meanwhile, so the caller simply looks again next time."""
+        With `wait=False` it answers None instead of waiting while this process holds the write lock (a long
+        import writes chunk after chunk): no other connection can commit meanwhile, so the caller looks again later."""
         if not self._lock.acquire(blocking=wait):
             return None
         try:

@@ -70,6 +70,15 @@ CONDITIONS = {
 }
 
 
+#: The file at the database path is not the file the connections have open: it was deleted
+#: (SQLite goes on writing into the unlinked inode, lost at exit —
+#: https://www.sqlite.org/howtocorrupt.html) or another file was moved over it. Not a result
+#: code: storage/db.py compares the path's (device, inode) with the one it opened.
+FILE_GONE = Condition(
+    "file_gone", "was deleted or replaced by another file while the server ran; nothing was changed (a write "
+                 "now would go into the deleted file and be lost). Put the file back, or restart the server "
+                 "to use the file now at that path")
+
 #: error_kind → the exception raised for it (StorageUnavailable for the others).
 _RAISED: dict[str, type[StorageUnavailable]] = {"busy": DatabaseBusy, "corrupt": DatabaseDamaged}
 
@@ -115,13 +124,18 @@ class Conditions:
         condition = condition_of(err)
         if condition is None:
             return err
-        message = f"database {self.path} {condition.text.format(timeout_s=self.timeout_s)} ({err})"
+        return self.named(condition, str(err), logged)
+
+    def named(self, condition: Condition, detail: str, logged: bool = True) -> StorageUnavailable:
+        """The `StorageUnavailable` for `condition` (cause: `detail`), logged once per state
+        change unless `logged` is False."""
+        message = f"database {self.path} {condition.text.format(timeout_s=self.timeout_s)} ({detail})"
         if not logged:
             return unavailable(message, condition)
         with self._lock:
             active = self._active.get(condition.kind)
             if active is None:
-                self._active[condition.kind] = _Active(condition, str(err), time.time())
+                self._active[condition.kind] = _Active(condition, detail, time.time())
                 log.log(_level(condition), "%s", message)
             else:
                 active.count += 1
@@ -131,7 +145,7 @@ class Conditions:
         """Record a condition found outside a failing call (e.g. the start-up integrity
         check) and log `message` — unless the condition is already known, so each state
         change is logged once whoever notices it. Returns True when it was logged."""
-        condition = next((c for c in CONDITIONS.values() if c.kind == kind), None)
+        condition = next((c for c in (*CONDITIONS.values(), FILE_GONE) if c.kind == kind), None)
         if condition is None:
             raise ValueError(f"unknown condition kind {kind!r}")
         with self._lock:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cpersona.cli import main
 
-from conftest import assert_one_line_error, clean_env, db_rows
+from conftest import assert_one_line_error, clean_env, db_rows, new_engine
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 COMMANDS = ("export", "import", "merge", "migrate-channel-axis", "backup", "restore")
@@ -127,3 +127,28 @@ def test_an_unusable_database_exits_2(tmp_path):
                           env=clean_env(CPERSONA_DB_PATH=str(db), CPERSONA_EMBEDDING_MODE="none"),
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert_one_line_error(proc, "not a database")
+
+
+#: `cpersona ARGS` with a soft file-size limit of LIMIT bytes on every file it writes (SIGXFSZ is
+#: ignored by Python, so a write past it fails as "File too large" / SQLITE_FULL, as on a full disk).
+LIMIT = 200_000
+LIMITED = [sys.executable, "-c", "import resource, runpy, sys; "
+           f"resource.setrlimit(resource.RLIMIT_FSIZE, ({LIMIT}, resource.getrlimit(resource.RLIMIT_FSIZE)[1])); "
+           "sys.argv = ['cpersona', *sys.argv[1:]]; runpy.run_module('cpersona', run_name='__main__')"]
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="needs POSIX resource limits")
+@pytest.mark.parametrize("command", ["backup", "export"])
+def test_a_disk_that_cannot_take_the_copy_is_one_line_and_leaves_nothing(tmp_path, command):
+    db = tmp_path / "big.db"
+    eng = new_engine(db)
+    for i in range(60):
+        eng.store("a", f"fact {i} " + os.urandom(4000).hex())
+    eng.close()
+    dest = tmp_path / "out" / ("bk" if command == "backup" else "a.jsonl")
+    dest.parent.mkdir()
+    proc = subprocess.run([*LIMITED, command, str(dest)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=clean_env(CPERSONA_DB_PATH=str(db), CPERSONA_EMBEDDING_MODE="none"))
+    assert_one_line_error(proc, "cannot copy" if command == "backup" else "File too large")
+    assert list(dest.parent.iterdir()) == []  # no partial backup folder, no temporary export file
+    assert db_rows(db, "SELECT COUNT(*) FROM memories") == [(60,)]

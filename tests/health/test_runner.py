@@ -45,6 +45,24 @@ def test_arguments_of_the_wrong_type_are_named(engine_none, args, argument):
         engine_none.check_health(**args)
 
 
+@pytest.mark.parametrize("tool", ["check_health", "deep_check"])
+@pytest.mark.parametrize(("checks", "rule"), [(["c" * 100_000] * 20, r"^checks\[0\]: is 100000 characters; the limit is 64"),
+                                              (["stale_profile"] * 101, r"^checks: has 101 items; the limit is"),
+                                              (["a\x00"], r"^checks\[0\]: must not contain NUL")])
+def test_check_names_are_bounded_not_echoed_back_in_megabytes(engine_none, tool, checks, rule):
+    args = {"agent_id": "a", "checks": checks}
+    with pytest.raises(InvalidArgument, match=rule) as raised:
+        getattr(engine_none, tool)(**args)
+    assert len(str(raised.value)) < 200
+
+
+@pytest.mark.parametrize("tool", ["check_health", "deep_check"])
+@pytest.mark.parametrize(("agent_id", "rule"), [("a\x00b", "NUL"), ("x" * 513, "the limit is 512")])
+def test_an_agent_id_no_other_tool_accepts_is_refused_not_reported_healthy(engine_none, tool, agent_id, rule):
+    with pytest.raises(InvalidArgument, match=f"^agent_id: .*{rule}"):
+        getattr(engine_none, tool)(agent_id)
+
+
 def test_the_pause_turns_a_fix_into_a_report(engine_none):
     bad = add_memory(engine_none, "<@1> hello")
     engine_none.pause_persistence(60)

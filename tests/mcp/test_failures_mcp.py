@@ -126,3 +126,29 @@ def test_edge_timestamps_with_offsets_are_answered_over_mcp(tmp_path):
     assert [s["result"] for s in stores] == ["stored"] * 3 and episode["ok"] is True
     said = [m["content"] for m in merged["messages"] if m["content"].startswith("said at")]
     assert said == [f"said at {t}" for t in (EDGES[0], EDGES[2], EDGES[1])]  # chronological
+
+
+def test_a_database_file_deleted_under_the_server_is_named_and_no_write_is_acknowledged(tmp_path):
+    path = tmp_path / "gone.db"
+    client = RawStdio(clean_env(CPERSONA_DB_PATH=str(path), CPERSONA_EMBEDDING_MODE="none"), tmp_path)
+    try:
+        client.initialize()
+        assert client.tool("store", {"agent_id": "kai", "content": "kept before the file went"})["result"] == "stored"
+        for side in ("", "-wal", "-shm"):
+            (tmp_path / f"gone.db{side}").rename(tmp_path / f"away.db{side}")
+        refused = [client.tool("store", {"agent_id": "kai", "content": "sent after the file went"}),
+                   client.tool("list_memories", {"agent_id": "kai"}),
+                   client.tool("recall", {"agent_id": "kai", "query": "file"})]
+        assert not path.exists()  # nothing re-created an empty file at the path
+        for side in ("", "-wal", "-shm"):
+            (tmp_path / f"away.db{side}").rename(tmp_path / f"gone.db{side}")
+        healed = client.tool("store", {"agent_id": "kai", "content": "sent after the file came back"})
+    finally:
+        assert client.close() == 0
+    for body in refused:
+        assert body["ok"] is False and body["error_kind"] == "file_gone", body
+        assert "deleted or replaced" in body["error"] and "internal error" not in body["error"]
+    assert healed["result"] == "stored"
+    assert sorted(r[0] for r in db_rows(path, "SELECT content FROM memories")) == [
+        "kept before the file went", "sent after the file came back"]
+    assert client.log().count("deleted or replaced") == 1 and "Traceback" not in client.log()

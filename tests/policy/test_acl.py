@@ -156,6 +156,18 @@ def test_export_without_an_export_dir_escalates_to_star():
     assert not unconfined.allowed and unconfined.demand.agent == "*"
 
 
+def test_import_needs_read_on_every_agent_because_the_export_folder_is_shared():
+    # another client's export (or a database file) in the shared folder holds other agents' rows:
+    # importing it into one's own agent would read them.
+    acl = AccessList([Client("kai", b"t", {"kai": Permission.READ_WRITE}),
+                      Client("ops", b"u", {"kai": Permission.READ_WRITE, "*": Permission.READ})])
+    args = {"input_path": "mio-export.jsonl", "target_agent_id": "kai"}
+    denied = decide(acl, "kai", "import_memories", args, CallFacts(export_confined=True))
+    assert not denied.allowed and denied.demand.agent == "*" and denied.demand.level is Permission.READ
+    assert "shared by every client" in denied.denial()["detail"]
+    assert decide(acl, "ops", "import_memories", args, CallFacts(export_confined=True)).allowed
+
+
 @pytest.mark.parametrize("value", [None, "", 7, ["team"], {"a": 1}])
 def test_agent_argument_that_is_not_a_non_empty_string_demands_star(value):
     acl = AccessList([Client("c", b"t", {"team": Permission.READ_WRITE})])

@@ -325,9 +325,11 @@ def test_merge_copy_move_and_dry_run(engine_none):
     assert [r[1:] for r in locked] == [("a-0", "", ""), ("a-1", "#c", ""), ("a-2", "", "p")]
 
 
-@pytest.mark.parametrize("args", [("", "b"), ("a", ""), ("a", "a")])
-def test_merge_argument_rules(engine_none, args):
-    with pytest.raises(InvalidArgument):
+@pytest.mark.parametrize(("args", "argument"), [
+    (("", "b"), "source_agent_id"), (("a\x00", "b"), "source_agent_id"), (("x" * 513, "b"), "source_agent_id"),
+    (("a", ""), "target_agent_id"), (("a", "a"), "target_agent_id"), (("a", "b\x00"), "target_agent_id")])
+def test_merge_argument_rules(engine_none, args, argument):
+    with pytest.raises(InvalidArgument, match=f"^{argument}: "):
         engine_none.merge_memories(*args)
     with pytest.raises(InvalidArgument, match="strategy"):
         engine_none.merge_memories("a", "b", strategy="overwrite-everything")

@@ -39,6 +39,14 @@ def test_empty_and_marker_only_profiles_change_nothing(eng):
     assert eng.get_profile("a")["profile"] == ""
 
 
+@pytest.mark.parametrize("invisible", ["\u200b\u200c\ufeff", " \u2060 \u200d ", "[Memory from x] \u200b"])
+def test_a_profile_of_only_invisible_characters_changes_nothing(eng, invisible):
+    assert eng.update_profile("a", "Lives in Osaka.")["profiles_updated"] == 1
+    out = eng.update_profile("a", invisible)
+    assert out["ok"] is True and out["profiles_updated"] == 0 and out["reason"].startswith("empty")
+    assert eng.get_profile("a")["profile"] == "Lives in Osaka."
+
+
 def test_length_cap_truncates_and_says_so(tmp_path):
     e = make(tmp_path / "cap.db", embedder=None, max_profile_length=20)
     try:

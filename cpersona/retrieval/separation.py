@@ -17,7 +17,7 @@ Somers' D, a rank correlation between "the vectors say close" and "related"; its
 like r² of a correlation, is the share of the ranking the vectors explain, and ½ makes α
 the equal-weight convex combination when the vectors separate perfectly and 0 when they
 separate nothing. Measured with the bundled model (benchmarks/README.md): LoCoMo agents
-α ≈ 0.04–0.15, the long haystack ≈ 0.33, LongMemEval ≈ 0.39, JSQuAD ≈ 0.41. Not measured
+α 0.04–0.15, the long haystack 0.25–0.37, LongMemEval 0.39, JSQuAD 0.41. Not measured
 here: how good the MODEL is on a corpus's questions (a stronger model on the same rows
 gets the same α; set CPERSONA_CC_ALPHA to override).
 """

@@ -142,15 +142,18 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self._where)
 
-    def agent_version(self, agent_id: str) -> tuple[int, int, int]:
-        """(rows, smallest id, largest id) of one agent: changes whenever its rows do
-        (a cache key for statistics of the agent's vectors); (0, 0, 0) for no rows."""
+    def agent_version(self, agent_id: str, rows: int | None = None) -> tuple[int, int, int]:
+        """(rows of the agent, id of its oldest row, id of its `rows`-th oldest row — the
+        newest when None) in (created_at, id) order: a cache key for statistics of the
+        agent's oldest `rows` rows, which changes whenever one of them is added or removed;
+        (0, 0, 0) for no rows."""
         with self._lock:
             part = self._parts.get(agent_id)
             if part is None or part.n == 0:
                 return (0, 0, 0)
-            ids = part.ids[: part.n]
-            return (part.n, int(ids.min()), int(ids.max()))
+            part.sort()
+            last = part.n if rows is None else max(1, min(rows, part.n))
+            return (part.n, int(part.ids[0]), int(part.ids[last - 1]))
 
     def add(
         self, row_id: int, agent_id: str, project_id: str, channel: str, created_at: str, vector: np.ndarray
@@ -222,10 +225,11 @@ class VectorIndex:
         hits.sort(key=lambda h: (-h[0], h[1]))
         return [(row_id, cos) for cos, _, row_id in hits[:limit]]
 
-    def pair_cosines(self, agent_id: str, pairs: int) -> tuple[np.ndarray, np.ndarray] | None:
+    def pair_cosines(self, agent_id: str, pairs: int, rows: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """Cosines of `pairs` row pairs of one agent that are neighbours in time (rows i and
-        i + 1 in (created_at, id) order) and of as many pairs drawn at random; the sample is
-        seeded by the partition's size and ends, so one corpus always gives the same arrays.
+        i + 1 in (created_at, id) order) and of as many pairs drawn at random, among its
+        oldest `rows` rows (all when None); the sample is seeded by that count and its first
+        and last ids, so the same rows always give the same arrays.
 
         Returns:
             (neighbour cosines, random-pair cosines), each of shape (pairs,) or shorter when
@@ -236,15 +240,15 @@ class VectorIndex:
             if part is None or part.n < 3:
                 return None
             part.sort()
-            n = part.n
+            n = part.n if rows is None else max(3, min(rows, part.n))
             rng = np.random.default_rng([n, int(part.ids[0]), int(part.ids[n - 1])])
             m = min(pairs, n - 1)
             first = rng.choice(n - 1, m, replace=False) if m < n - 1 else np.arange(n - 1)
             a, b = rng.integers(0, n, m), rng.integers(0, n - 1, m)
             b = b + (b >= a)  # a row is never paired with itself
-            rows = part.matrix
-            near = np.einsum("ij,ij->i", rows[first], rows[first + 1])
-            far = np.einsum("ij,ij->i", rows[a], rows[b])
+            matrix = part.matrix
+            near = np.einsum("ij,ij->i", matrix[first], matrix[first + 1])
+            far = np.einsum("ij,ij->i", matrix[a], matrix[b])
         return near, far
 
     def cosines(self, query: np.ndarray, row_ids: list[int]) -> dict[int, float]:

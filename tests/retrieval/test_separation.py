@@ -64,3 +64,18 @@ def test_the_measurement_is_deterministic_and_follows_the_rows():
         index.add(10_000 + i, "a", "", "", f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}Z", _unit(rng.normal(size=DIM)))
     after = separation.separation(index, "a")
     assert before is not None and after is not None and after < before
+
+
+def test_the_measurement_is_redone_only_when_the_agent_grows_by_a_step_or_its_measured_rows_change():
+    rows = _topics(20, 10, 0.3)
+    newer = ("2026-01-01T00:00:00Z", _unit(rows[0]))
+    index = _index(rows)
+    first = separation.separation(index, "a")
+    assert separation.checkpoint(200) == separation.checkpoint(201) == 194
+    index.add(5000, "a", "", "", *newer)  # newer than every measured row, same step
+    assert separation.separation(index, "a") == first
+    index.remove(1)  # a measured row leaves: measured again, exactly as on a fresh index of these rows
+    fresh = _index(rows)
+    fresh.remove(1)
+    fresh.add(5000, "a", "", "", *newer)
+    assert separation.separation(index, "a") == separation.separation(fresh, "a")

@@ -9,7 +9,7 @@ Mann–Whitney probability): 0 when the vectors cannot tell a neighbour from any
 1 when every neighbour pair is closer than every random pair.
 
 On one long conversation between two people (LoCoMo), where every turn is about the same
-lives, the bundled model separates weakly (G ≈ 0.3–0.55 per agent); on personal-assistant
+lives, the bundled model separates weakly (G ≈ 0.26–0.58 per agent); on personal-assistant
 chats over many topics (LongMemEval) and encyclopaedia paragraphs (JSQuAD) strongly
 (0.82–0.91).
 The weight of the vector evidence in `cc` follows it: α = ½ · G², G the separation. G is
@@ -17,7 +17,7 @@ Somers' D, a rank correlation between "the vectors say close" and "related"; its
 like r² of a correlation, is the share of the ranking the vectors explain, and ½ makes α
 the equal-weight convex combination when the vectors separate perfectly and 0 when they
 separate nothing. Measured with the bundled model (benchmarks/README.md): LoCoMo agents
-α 0.04–0.15, the long haystack 0.25–0.37, LongMemEval 0.39, JSQuAD 0.41. Not measured
+α 0.03–0.17, the long haystack 0.25–0.37, LongMemEval 0.38, JSQuAD 0.41. Not measured
 here: how good the MODEL is on a corpus's questions (a stronger model on the same rows
 gets the same α; set CPERSONA_CC_ALPHA to override).
 """

@@ -60,7 +60,8 @@ def run_queries(engine: Engine, queries: list[dict], rows: dict[int, list[str]],
     per_query = []
     for q in queries:
         started = time.perf_counter()
-        msgs = engine.recall(RecallRequest(q["agent_id"], q["query"], limit))["messages"]
+        trace: dict = {}
+        msgs = engine.recall(RecallRequest(q["agent_id"], q["query"], limit), trace=trace)["messages"]
         ms = (time.perf_counter() - started) * 1000
         ranking = [rows.get(common.ref_rowid(m.get("ref", "")), []) for m in reversed(msgs)]
         scores = common.score_ranking(ranking, q) if q.get("relevant") else {}
@@ -68,7 +69,8 @@ def run_queries(engine: Engine, queries: list[dict], rows: dict[int, list[str]],
                | {"hit": bool(set(rows.get(common.ref_rowid(m.get("ref", "")), [])) & set(q.get("relevant", [])))}
                for m in reversed(msgs)]
         per_query.append({"id": q["id"], "category": common.category_of(q), "rows": len(msgs), "ms": round(ms, 2),
-                          "top": top, **scores})
+                          "top": top, "background": trace.get("background"), "cc_alpha": trace.get("cc_alpha"),
+                          **scores})
     return per_query
 
 

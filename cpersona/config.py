@@ -121,7 +121,9 @@ class Settings(BaseModel):
     # --------------------------------------------------------------- retrieval
     recall_mode: Literal["cc", "rrf", "rsf", "cascade"] = Field(
         "cc", description="Fusion: cc (convex combination), rrf, rsf or the legacy cascade.")
-    cc_alpha: float = Field(0.2, ge=0.0, le=1.0, description="Weight of the cosine in cc fusion (1 − α on keywords).")
+    cc_alpha: float | None = Field(None, ge=0.0, le=1.0, description="Weight of the vector evidence in cc fusion "
+                                   "(1 − α on keywords); unset = per agent from how well its vectors separate "
+                                   "neighbouring from random rows (retrieval/separation.py; 0.2 under 50 vectors).")
     recency_weight: float = Field(
         0.2, ge=0.0, le=1.0,
         description="Recency / age prior of questions asking for the latest / first: the fused score changes by at "
@@ -382,7 +384,7 @@ def read_settings_file(explicit: str = "") -> tuple[Path, dict[str, Any]]:
 def _setting(name: str, info: Any) -> Setting:
     annotation = info.annotation
     choices = get_args(annotation) if get_origin(annotation) is Literal else None
-    kind = str if choices else annotation
+    kind = str if choices else next((a for a in get_args(annotation) if a is not type(None)), annotation)
     bounds = {type(m): m for m in info.metadata}
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
     ge, le = bounds.get(Ge), bounds.get(Le)

@@ -11,10 +11,11 @@ sessions (a corpus loaded in one burst has no time structure) or give < 10 pairs
 positives are each sampled row's nearest-neighbour similarity instead
 (`proxy_source: nn_fallback`). The per-agent **fused gate** follows (calibration/fused.py).
 
-Not calibrated (tried, rejected): the fusion weight α. Neither the temporal separation of
-the vector channel nor a self-retrieval proxy tells a weak model from a good one — on
-LoCoMo the bundled USE model and e5 score the same Youden J (0.14–0.48) although their best
-α differ — so α stays CPERSONA_CC_ALPHA.
+Not calibrated here: the fusion weight α. It is measured at recall time from the resident
+index (retrieval/separation.py: neighbouring vs random rows of the agent), which tells a
+corpus whose rows are all on one topic from one of many topics; neither that nor a
+self-retrieval proxy tells a weak model from a good one on the same rows (on LoCoMo the
+bundled USE model and e5 score the same Youden J, 0.14–0.48, although their best α differ).
 """
 
 from __future__ import annotations

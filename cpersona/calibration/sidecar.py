@@ -40,7 +40,7 @@ MAX_BACKUPS = 5
 #: (0, 100]. A fused gate lies in the range of the signal it was measured on
 #: (retrieval/gate.py): cosine and cc (α·cosine + (1 − α)·lexical) in [-1, 1], rsf and
 #: confidence in [0, 1], rrf in [0, 150] (3 channels × the largest weight 100 / (k + 1 ≥ 2)).
-SIGNAL_RANGES = {"cosine": (-1.0, 1.0), "cc": (-1.0, 1.0), "rsf": (0.0, 1.0), "confidence": (0.0, 1.0),
+SIGNAL_RANGES = {"cosine": (-1.0, 1.0), "cc": (-1.0, 2.0), "rsf": (0.0, 1.0), "confidence": (0.0, 1.0),
                  "rrf": (0.0, 150.0)}
 THRESHOLD_RANGE = (-1.0, 1.0)
 BETA_RANGE = (1e-9, 100.0)

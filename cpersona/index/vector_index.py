@@ -100,6 +100,29 @@ class _Partition:
             self.ordered = True
 
 
+@dataclass
+class WindowStats:
+    """Count, mean and standard deviation of the cosines one search scored (the query's
+    cosine distribution over its scan window), accumulated over partitions."""
+
+    n: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+
+    def add(self, scores: np.ndarray) -> None:
+        self.n += int(scores.size)
+        self.total += float(scores.sum(dtype=np.float64))
+        self.squares += float(np.dot(scores.astype(np.float64), scores))
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n if self.n else 0.0
+
+    @property
+    def std(self) -> float:
+        return max(self.squares / self.n - self.mean**2, 0.0) ** 0.5 if self.n else 0.0
+
+
 class VectorIndex:
     """Vectors of one table, dimension `dim`, partitioned by agent.
 
@@ -118,6 +141,19 @@ class VectorIndex:
 
     def __len__(self) -> int:
         return len(self._where)
+
+    def agent_version(self, agent_id: str, rows: int | None = None) -> tuple[int, int, int]:
+        """(rows of the agent, id of its oldest row, id of its `rows`-th oldest row — the
+        newest when None) in (created_at, id) order: a cache key for statistics of the
+        agent's oldest `rows` rows, which changes whenever one of them is added or removed;
+        (0, 0, 0) for no rows."""
+        with self._lock:
+            part = self._parts.get(agent_id)
+            if part is None or part.n == 0:
+                return (0, 0, 0)
+            part.sort()
+            last = part.n if rows is None else max(1, min(rows, part.n))
+            return (part.n, int(part.ids[0]), int(part.ids[last - 1]))
 
     def add(
         self, row_id: int, agent_id: str, project_id: str, channel: str, created_at: str, vector: np.ndarray
@@ -160,6 +196,7 @@ class VectorIndex:
         threshold: float,
         limit: int,
         allowed_ids: np.ndarray | None = None,
+        stats: WindowStats | None = None,
     ) -> list[tuple[int, float]]:
         """Cosine search inside the scan window.
 
@@ -170,6 +207,8 @@ class VectorIndex:
             threshold: minimum cosine kept.
             limit: maximum rows returned.
             allowed_ids: optional extra filter (e.g. rows matching a source_id prefix).
+            stats: when given, receives the count, sum and sum of squares of the cosines of
+                every row scored (the query's background distribution; no extra pass).
 
         Returns:
             [(row_id, cosine)] best first; ties broken by scan position (newest first).
@@ -182,9 +221,35 @@ class VectorIndex:
             for agent in agents:
                 part = self._parts.get(agent)
                 if part is not None and part.n:
-                    hits.extend(self._search_part(part, query, scope, window, threshold, limit, allowed_ids))
+                    hits.extend(self._search_part(part, query, scope, window, threshold, limit, allowed_ids, stats))
         hits.sort(key=lambda h: (-h[0], h[1]))
         return [(row_id, cos) for cos, _, row_id in hits[:limit]]
+
+    def pair_cosines(self, agent_id: str, pairs: int, rows: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Cosines of `pairs` row pairs of one agent that are neighbours in time (rows i and
+        i + 1 in (created_at, id) order) and of as many pairs drawn at random, among its
+        oldest `rows` rows (all when None); the sample is seeded by that count and its first
+        and last ids, so the same rows always give the same arrays.
+
+        Returns:
+            (neighbour cosines, random-pair cosines), each of shape (pairs,) or shorter when
+            the agent has few rows; None when the agent has fewer than 3 rows.
+        """
+        with self._lock:
+            part = self._parts.get(agent_id)
+            if part is None or part.n < 3:
+                return None
+            part.sort()
+            n = part.n if rows is None else max(3, min(rows, part.n))
+            rng = np.random.default_rng([n, int(part.ids[0]), int(part.ids[n - 1])])
+            m = min(pairs, n - 1)
+            first = rng.choice(n - 1, m, replace=False) if m < n - 1 else np.arange(n - 1)
+            a, b = rng.integers(0, n, m), rng.integers(0, n - 1, m)
+            b = b + (b >= a)  # a row is never paired with itself
+            matrix = part.matrix
+            near = np.einsum("ij,ij->i", matrix[first], matrix[first + 1])
+            far = np.einsum("ij,ij->i", matrix[a], matrix[b])
+        return near, far
 
     def cosines(self, query: np.ndarray, row_ids: list[int]) -> dict[int, float]:
         """Cosine of each listed row that the index holds, regardless of the scan window.
@@ -213,7 +278,7 @@ class VectorIndex:
                 found.update(zip(part.ids[pos].tolist(), scores.tolist()))
         return found
 
-    def _search_part(self, part, query, scope, window, threshold, limit, allowed_ids):
+    def _search_part(self, part, query, scope, window, threshold, limit, allowed_ids, stats=None):
         part.sort()
         rows = self._scope_rows(part, scope, allowed_ids)[-window:]
         if rows.size == 0:
@@ -223,6 +288,8 @@ class VectorIndex:
         lo, hi = int(rows[0]), int(rows[-1]) + 1
         scores = (part.matrix[lo:hi] @ query)[rows - lo]
         np.clip(scores, -1.0, 1.0, out=scores)  # float32 rounding: |u·v| may exceed 1 by ~1e-7
+        if stats is not None:
+            stats.add(scores)
         keep = np.flatnonzero(scores >= threshold)
         if keep.size > limit:
             keep = keep[np.argpartition(-scores[keep], limit - 1)[:limit]]

@@ -6,17 +6,17 @@
             query's rows (cosine; −bm25), sum, divide by the number of channels that answered.
 * cc      — convex combination with theoretical-min-max normalisation (Bruch, Gai & Ingber,
             "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023):
-            cc(d) = α·max(cosine, 0) + (1 − α)·lexical, lexical = bm25 / the best bm25 of its
-            keyword channel for this query (bm25's theoretical minimum is 0), 1.0 for a LIKE
-            substring hit. Every candidate carries both evidences: the pipeline gives keyword
-            rows their cosine from the resident index before fusing (a missing cosine would
-            count as 0 and push keyword hits below vector hits), and reads the memory keyword
-            channel 2·limit deep so the cosine can lift a hit from just below the cut.
-            Cosine keeps its absolute scale, so a weak vector channel cannot outvote strong
-            keyword evidence; α = CPERSONA_CC_ALPHA (default 0.2). With the bundled USE model,
-            NDCG@10 gain over keyword-only at α 0.1 / 0.2 / 0.3: LoCoMo +0.001 / +0.002 /
-            +0.000, JSQuAD +0.002 / +0.003 / +0.004, LongMemEval oracle +0.012 / +0.022 /
-            +0.035 (benchmarks/README.md); 0.2 is the best α that gains on all three.
+            cc(d) = α·v(d) + (1 − α)·lexical(d). lexical = bm25 / the best bm25 of its keyword
+            channel for this query (bm25's theoretical minimum is 0), 1.0 for a LIKE substring
+            hit. v = the cosine's excess over the query's background in the scan window, in
+            units of the chance maximum (`vector_evidence`). Every candidate carries both
+            evidences: the pipeline gives keyword rows their cosine from the resident index
+            before fusing (a missing cosine would count as 0 and push keyword hits below
+            vector hits), and reads the memory keyword channel 2·limit deep so the cosine can
+            lift a hit from just below the cut. α = CPERSONA_CC_ALPHA when set, else chosen per
+            agent from how well its vectors separate related rows (retrieval/separation.py):
+            a fixed α suits one corpus only (with the bundled USE model LoCoMo's best α is 0.2,
+            a LongMemEval long haystack's 0.6; benchmarks/README.md).
 * cascade — legacy sequential fill: vector, then episodes, then keyword; no fused score.
 
 Input `channels` is an ordered mapping name → best-first list; first-seen order breaks ties.
@@ -24,8 +24,10 @@ Input `channels` is an ordered mapping name → best-first list; first-seen orde
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
+from cpersona.index.vector_index import WindowStats
 from cpersona.retrieval.candidate import Candidate
 
 Channels = dict[str, list[Candidate]]
@@ -106,9 +108,28 @@ def rsf(channels: Channels, weights: Weights | None = None) -> list[Candidate]:
 
 
 _LEXICAL = ("episodes", "keyword")
+#: Twice the chance maximum: a row that far above its background is a clear hit; the cap
+#: keeps cc within [0, 2] for any α, the range a calibrated cc gate is checked against.
+EVIDENCE_CAP = 2.0
 
 
-def cc(channels: Channels, alpha: float) -> list[Candidate]:
+def vector_evidence(background: WindowStats | None) -> Callable[[float], float]:
+    """cc's vector evidence of a cosine: how far it stands above the query's background
+    (the mean μ of its cosines over the scan window), in units of the largest excess that
+    chance gives n unrelated rows, σ·√(2 ln n) (the expected maximum of n Gaussian draws,
+    e.g. Cramér 1946), floored at 0 and capped at EVIDENCE_CAP: 1 ≈ "as close as the closest
+    of n unrelated rows".
+    A raw cosine says little across corpora and models (USE's unrelated rows sit around 0.1
+    on one store and 0.2 on another); the excess over the query's own background does not
+    depend on either. Without a background (fewer than 2 rows scored, or no spread) the
+    cosine itself, floored at 0."""
+    if background is None or background.n < 2 or background.std <= 0:
+        return lambda cos: max(cos, 0.0)
+    mu, unit = background.mean, background.std * math.sqrt(2.0 * math.log(background.n))
+    return lambda cos: min(max((cos - mu) / unit, 0.0), EVIDENCE_CAP)
+
+
+def cc(channels: Channels, alpha: float, background: WindowStats | None = None) -> list[Candidate]:
     """Convex-combination fusion; sets `lexical` and `cc` on every candidate; best first.
 
     Each keyword channel (memories, episodes) is normalised by its own best bm25: the two
@@ -123,8 +144,9 @@ def cc(channels: Channels, alpha: float) -> list[Candidate]:
     ordered: Channels = {name: channels[name] for name in ("vector", "keyword", "episodes") if name in channels}
     merged = _merge({**ordered, **channels})
     fused: dict[tuple[str, int], float] = {}
+    evidence = vector_evidence(background)
     for key, cand in merged.items():
-        cos = max(cand.cosine or 0.0, 0.0)
+        cos = evidence(cand.cosine or 0.0)
         cand.cc = fused[key] = alpha * cos + (1.0 - alpha) * (cand.lexical or 0.0)
     return sorted(merged.values(), key=lambda c: -fused[c.key])
 

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from cpersona.config import Settings
-from cpersona.index.vector_index import VectorIndex
+from cpersona.index.vector_index import VectorIndex, WindowStats
 from cpersona.policy.validate import MAX_LIMIT
-from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring
+from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring, separation
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
@@ -67,7 +67,8 @@ class RecallContext:
     episode_index: VectorIndex | None
     embed_query: Callable[[str], np.ndarray | None]
     weights: dict[str, float] = field(default_factory=dict)
-    cc_alpha: float = 0.2
+    #: cc's weight of the vector evidence; None = per agent from its vectors (retrieval/separation.py)
+    cc_alpha: float | None = None
     recency_weight: float = recency.WEIGHT
     #: Rows the gate governs in a scope; the recall service passes a cached count.
     pool_size: Callable[[Scope], int] | None = None
@@ -89,6 +90,8 @@ class RecallContext:
     words: lexical.WordQuery | None = None
     #: whether the vector channel ran (a query vector and a resident index), set by `retrieve`
     vectors: bool = False
+    #: the query's cosines over the memory scan window (count, mean, std), set by `retrieve`
+    background: WindowStats | None = None
 
 
 def make_context(settings: Settings, session: Session, indexes: dict[str, VectorIndex] | None,
@@ -146,9 +149,12 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
     ctx.vectors = qvec is not None and ctx.memory_index is not None
     if qvec is not None and ctx.memory_index is not None:
         factor = 1.0 if ctx.mode == "cascade" else 0.5
+        ctx.background = WindowStats()
         channels["vector"] = retrievers.vector(
-            ctx.session, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window, ctx.vector_threshold * factor
+            ctx.session, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window, ctx.vector_threshold * factor,
+            ctx.background,
         )
+        ctx.trace["background"] = {"n": ctx.background.n, "mean": ctx.background.mean, "std": ctx.background.std}
     for name in ("episodes", "keyword"):  # canonical channel order: vector, episodes, keyword
         if name in keyword_channels:
             channels[name] = keyword_channels[name]
@@ -170,7 +176,12 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
         return fusion.rsf(channels, ctx.weights)
     if ctx.mode == "cc" and req.query.strip():
         backfill(ctx, req, [c for name in ("episodes", "keyword") for c in channels.get(name, [])])
-        return fusion.cc(channels, ctx.cc_alpha)
+        alpha = ctx.cc_alpha
+        if alpha is None:
+            index = ctx.memory_index if ctx.vectors else None
+            alpha = separation.cc_alpha(index, req.agent_id, separation.FALLBACK_ALPHA)
+        ctx.trace["cc_alpha"] = alpha
+        return fusion.cc(channels, alpha, ctx.background)
     ordered = {k: v for k, v in channels.items() if k != "keyword"}
     # Profile rows take keyword slots only when the gate will let them through (pool ≥ 50);
     # otherwise a blank-query recall would come back a row short.
@@ -251,7 +262,7 @@ def apply_gate(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) ->
     survived, yet some row has a back-filled cosine ⇒ return those rows, flagged); else
     autocut on similarity-scale lists (exact matches survive it)."""
     g = make_gate(ctx, req)
-    kept = g.apply(rows)
+    kept = g.apply(rows, req.limit)
     ctx.trace.update(pool=g.pool, min_score=g.min_score, fused_gate=g.fused_gate, gate_signal=g.gate_signal,
                      before_gate=len(rows), after_gate=len(kept))
     ctx.gate_fallback = False

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpersona.index.vector_index import VectorIndex
+from cpersona.index.vector_index import VectorIndex, WindowStats
 from cpersona.retrieval import lexical
 from cpersona.retrieval.candidate import EPISODE, MEMORY, Candidate
 from cpersona.retrieval.term_stats import prune_common
@@ -71,12 +71,15 @@ def vector(
     episodes: VectorIndex | None,
     window: int,
     threshold: float,
+    stats: WindowStats | None = None,
 ) -> list[Candidate]:
     """Cosine retriever: memory scan window then episode scan window, the `limit` best.
+    `stats` receives the distribution of the query's cosines over the memory scan window.
 
     Ties keep memories before episodes (stable sort). Each candidate's `cosine` is set.
     """
-    mem_hits = memories.search(qvec, query.scope, window, threshold, query.limit, source_allowed_ids(session, query))
+    allowed = source_allowed_ids(session, query)
+    mem_hits = memories.search(qvec, query.scope, window, threshold, query.limit, allowed, stats)
     ep_hits = episodes.search(qvec, query.scope, window, threshold, query.limit) \
         if episodes is not None and query.episodes_allowed else []
     merged = sorted([(MEMORY, i, c) for i, c in mem_hits] + [(EPISODE, i, c) for i, c in ep_hits], key=lambda h: -h[2])

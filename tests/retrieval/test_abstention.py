@@ -78,3 +78,14 @@ def test_latest_question_ranks_the_newest_of_equal_rows_first(engine_none):
     assert best["content"] == "deploy plan review notes (2024-06)"
     first = engine_none.recall(RecallRequest("team", "earliest deploy plan review"))["messages"][-1]
     assert first["content"] == "deploy plan review notes (2024-01)"
+
+
+def test_only_the_rows_a_recall_would_return_can_make_it_answer():
+    from cpersona.retrieval.candidate import MEMORY, Candidate
+    from cpersona.retrieval.gate import Gate
+
+    weak = [Candidate(MEMORY, i, f"row {i}", cosine=0.1, coverage=0.1, cc=0.5 - i / 100) for i in range(3)]
+    deep = Candidate(MEMORY, 9, "deeper row", cosine=0.1, coverage=0.9, cc=0.1)
+    gate = Gate(600, 0.2, 60, False, (), answer=(0.3, 0.5))
+    assert gate.apply([*weak, deep], limit=3) == []  # the answering row is beyond the limit
+    assert gate.apply([*weak, deep], limit=4)  # within it: the recall answers

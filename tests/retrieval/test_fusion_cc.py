@@ -127,3 +127,18 @@ def test_vector_index_cosines_cover_only_rows_it_holds():
     assert index.cosines(np.ones(3, np.float32), [1]) == {}  # another dimension: nothing
     index.remove(1)
     assert index.cosines(query, [1, 2]) == {2: pytest.approx(0.8)}
+
+
+def test_vector_evidence_is_the_excess_over_the_background_in_chance_maxima():
+    import math
+
+    from cpersona.index.vector_index import WindowStats
+
+    background = WindowStats()
+    background.add(np.array([0.1, 0.3] * 50, np.float32))  # mean 0.2, std 0.1, n 100
+    unit = 0.1 * math.sqrt(2 * math.log(100))
+    evidence = fusion.vector_evidence(background)
+    assert evidence(0.2 + unit) == pytest.approx(1.0, abs=1e-5)
+    assert evidence(0.1) == 0.0  # below the background: no evidence
+    assert evidence(0.99) == fusion.EVIDENCE_CAP
+    assert fusion.vector_evidence(None)(0.4) == 0.4 and fusion.vector_evidence(WindowStats())(-0.2) == 0.0

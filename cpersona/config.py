@@ -37,6 +37,10 @@ class Settings(BaseModel):
     # ------------------------------------------------------------------ storage
     db_path: str = Field("data/cpersona.db", description="SQLite database file (`~` expanded; `:memory:` = RAM only).")
     fts_enabled: bool = Field(True, description="Keep the FTS5 trigram indexes; false = LIKE keyword search only.")
+    db_url: str = Field("", description="postgresql://user:pass@host:port/db selects a shared PostgreSQL database "
+                        "instead of the SQLite file (needs `cpersona[postgres]`); empty = SQLite at db_path.")
+    db_pool_size: int = Field(10, ge=2, le=1000,
+                              description="PostgreSQL: most connections one server process opens (readers + writer).")
     max_content_length: int = Field(16000, ge=1, le=10_000_000, description="Longest memory / summary, in characters.")
     max_profile_length: int = Field(2000, ge=1, le=1_000_000,
                                     description="Longest profile, in characters (cut beyond).")

@@ -239,8 +239,8 @@ class TaskQueue:
         the next pass: 0 = go on now, None = until woken, else seconds."""
         has_backend = self.embeddings.embedder is not None
         now = self.clock()
-        with self.db.read() as s:
-            rows = s.tasks.due(now, has_backend, BATCH)
+        with self._write() as s:  # claimed: another node sharing the database skips these tasks
+            rows = s.tasks.claim(now, has_backend, BATCH)
             nxt = None if rows else s.tasks.next_due(has_backend)
         if not rows:
             waiting = not has_backend and self.pending() > 0

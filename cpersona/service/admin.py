@@ -10,7 +10,6 @@ Bad arguments raise InvalidArgument; a refused change (absent, locked, not owned
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -159,9 +158,6 @@ class AdminService(ServiceBase):
             agents = s.agents.stats()
             state = s.meta.vector_state()
             stale = identity.stale_count(s, state) if state.pending else 0
-        path = self.settings.db_file
-        files = [p for p in (str(path), f"{path}-wal") if path and os.path.exists(p)]
-        return {"path": str(path) if path else ":memory:", "size_bytes": sum(os.path.getsize(p) for p in files),
-                "wal": len(files) > 1, "fts": self.db.fts_enabled, "agents": agents,
+        return {**self.db.describe(), "fts": self.db.fts_enabled, "agents": agents,
                 "stored_model": state.model, "stored_dim": state.dim, "awaiting_reembed": stale,
                 "queue": self.queue.status()}

@@ -33,7 +33,7 @@ from cpersona.service.listing import ListingService
 from cpersona.service.quality import QualityService
 from cpersona.service.recall import PoolCounts, RecallService
 from cpersona.service.writes import WriteService
-from cpersona.storage import Database
+from cpersona.storage.backend import open_database
 
 _UNSET: object = object()
 
@@ -65,7 +65,7 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
                  start_background: bool = True) -> None:
         self.settings = settings
         backend = build_embedder(settings) if embedder is _UNSET else embedder
-        self.db = Database(settings.db_path, settings.fts_enabled)
+        self.db = open_database(settings)
         self.pause = Pause()
         self.gateway = EmbeddingGateway(backend, self.db, Advisory(settings.degraded_advisory),  # type: ignore[arg-type]
                                         QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl))

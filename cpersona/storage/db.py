@@ -42,6 +42,9 @@ class Database:
         StorageError: the file cannot be opened as a SQLite database.
     """
 
+    #: One file on one machine: per-file companions (the calibration sidecar) are right here.
+    shared_by_nodes = False
+
     def __init__(self, path: str, fts_enabled: bool = True) -> None:
         self.memory = path == ":memory:"
         path = path if self.memory else os.path.expanduser(path)
@@ -140,6 +143,18 @@ class Database:
         the file's rows are unchanged (used to cache derived counts)."""
         with self._lock:
             return self._writer.total_changes, self._writer.execute("PRAGMA data_version").fetchone()[0]
+
+    def changes_since(self, version: int) -> list | None:
+        """Which rows other connections changed after `version`: SQLite's data_version
+        says only THAT another connection committed, never what — so always None (reload)."""
+        return None
+
+    def describe(self) -> dict:
+        """Where the data lives, for `stats`: the file, its size with the WAL, WAL in use."""
+        path = ":memory:" if self.memory else os.path.realpath(self.path)
+        files = [p for p in (path, f"{path}-wal") if not self.memory and os.path.exists(p)]
+        return {"backend": "sqlite", "path": path, "size_bytes": sum(os.path.getsize(p) for p in files),
+                "wal": len(files) > 1}
 
     def close(self) -> None:
         """Close every connection. Safe to call twice."""

@@ -18,6 +18,7 @@ from cpersona.storage.meta import MetaRepo
 from cpersona.storage.profiles import ProfileRepo
 from cpersona.storage.search import SearchRepo
 from cpersona.storage.tasks import TaskRepo
+from cpersona.storage.transfer import TransferRepo
 from cpersona.storage.vectors import VectorRepo
 
 
@@ -68,3 +69,7 @@ class Session:
     @cached_property
     def agents(self) -> AgentRepo:
         return AgentRepo(self.conn)
+
+    @cached_property
+    def transfer(self) -> TransferRepo:
+        return TransferRepo(self.conn)

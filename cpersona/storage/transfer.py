@@ -44,9 +44,8 @@ class TransferRepo:
         """Insert rows with their ids (write transaction); rows whose id exists are skipped."""
         cols = COLUMNS[table]
         marks = ", ".join("?" * len(cols))
-        before = self.conn.total_changes
-        self.conn.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES ({marks})", rows)
-        return self.conn.total_changes - before
+        cur = self.conn.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES ({marks})", rows)
+        return max(cur.rowcount, 0)
 
     def meta_items(self) -> list[tuple[str, str]]:
         """(key, JSON text) of every cpersona_meta entry, by key."""

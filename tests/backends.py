@@ -1,0 +1,66 @@
+"""Both storage backends for the tests: the SQLite file (always) and PostgreSQL when
+CPERSONA_TEST_DB_URL names a server (`.ci/postgres.sh start` prints one).
+
+Each PostgreSQL test gets its own schema (`search_path=<schema>,public`; pg_trgm lives in
+public), dropped at teardown, so tests never see each other's rows, locks or notifications.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+URL_ENV = "CPERSONA_TEST_DB_URL"
+BACKENDS = ("sqlite", "postgresql")
+SKIP_REASON = f"no PostgreSQL server: set {URL_ENV} (`.ci/postgres.sh start` prints one)"
+
+
+def pg_url() -> str:
+    """The configured server URL, or skip the test with the reason."""
+    url = os.environ.get(URL_ENV, "").strip()
+    if not url:
+        pytest.skip(SKIP_REASON)
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed: pip install -e '.[postgres]'")
+    return url
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """`url` whose connections use `schema` first (then public, where pg_trgm lives)."""
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}options={quote(f'-c search_path={schema},public')}"
+
+
+@contextmanager
+def pg_schema() -> Iterator[str]:
+    """A fresh schema on the test server; yields a URL that uses it; dropped afterwards."""
+    import psycopg
+
+    base = pg_url()
+    schema = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield with_search_path(base, schema)
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@contextmanager
+def location(backend: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Settings overrides that put an Engine on `backend`: {db_path} or {db_url}."""
+    if backend == "sqlite":
+        yield {"db_path": str(tmp_path / "x.db")}
+        return
+    with pg_schema() as url:
+        yield {"db_url": url}

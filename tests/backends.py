@@ -64,3 +64,28 @@ def location(backend: str, tmp_path: Path) -> Iterator[dict[str, str]]:
         return
     with pg_schema() as url:
         yield {"db_url": url}
+
+
+# ------------------------------------------------------------------ fixtures
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    """'sqlite' or 'postgresql' (skipped without CPERSONA_TEST_DB_URL): a test using it runs
+    on both backends."""
+    return request.param
+
+
+@pytest.fixture
+def where(backend, tmp_path):
+    """Settings overrides placing a database on `backend` (a file, or a fresh schema)."""
+    with location(backend, tmp_path) as overrides:
+        yield overrides
+
+
+@pytest.fixture
+def db(where):
+    """An open database of the current backend (closed at teardown)."""
+    from cpersona.storage.backend import open_url
+
+    opened = open_url(where.get("db_url") or where["db_path"])
+    yield opened
+    opened.close()

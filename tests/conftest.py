@@ -7,6 +7,7 @@
 * `run_mcp(scenario, db_path, env)` — spawn `python -m cpersona` over stdio with the
   official `mcp` client, run `await scenario(client)` and return its result.
 * `db_counts(path)` / `db_rows(path, sql)` — read the SQLite file directly.
+* `backend` / `where` / `db` (tests/backends.py) — run a test on SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ import pytest
 from cpersona.config import Settings
 from cpersona.devtools.fake_embed import FakeEmbedServer
 from cpersona.service.engine import Engine
+
+#: The `backend` / `where` / `db` fixtures (tests/backends.py): one test, both storage backends.
+pytest_plugins = ("backends",)
 
 #: Seconds one spawned MCP scenario may take before the test fails (hang guard, not a timing assertion).
 MCP_SCENARIO_TIMEOUT = 90

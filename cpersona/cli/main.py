@@ -5,6 +5,7 @@ flags and --help (`add_parser`) and runs with the resolved settings.
     cpersona embed-server    HTTP /embed server with the bundled model (own flags)
     cpersona reembed         re-embed stored rows after an embedding-model change
     cpersona stats | list | recall "query" | store "text"   for people (tables)
+    cpersona migrate         copy the store between SQLite and PostgreSQL (verified)
 
 Exit codes: 0 success, 1 the command could not do what was asked, 2 bad configuration or
 an unusable database (one line on stderr, never a traceback), 130 interrupted.
@@ -17,12 +18,12 @@ import logging
 import sys
 
 from cpersona import __version__
-from cpersona.cli import human, reembed, serve
+from cpersona.cli import human, migrate, reembed, serve
 from cpersona.config import Settings
 from cpersona.errors import ConfigError, StorageError
 
 #: Subcommand modules, each with `add_parser(subparsers)` setting `func(settings, args) -> int`.
-COMMANDS = (serve, reembed, human)
+COMMANDS = (serve, reembed, human, migrate)
 EMBED_SERVER = "embed-server"
 
 

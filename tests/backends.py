@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
@@ -33,16 +32,11 @@ def pg_url() -> str:
     return url
 
 
-def with_search_path(url: str, schema: str) -> str:
-    """`url` whose connections use `schema` first (then public, where pg_trgm lives)."""
-    sep = "&" if "?" in url else "?"
-    return f"{url}{sep}options={quote(f'-c search_path={schema},public')}"
-
-
 @contextmanager
 def pg_schema() -> Iterator[str]:
     """A fresh schema on the test server; yields a URL that uses it; dropped afterwards."""
     import psycopg
+    from cpersona.storage.postgres.url import with_search_path
 
     base = pg_url()
     schema = "t_" + uuid.uuid4().hex[:12]

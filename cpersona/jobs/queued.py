@@ -1,9 +1,10 @@
 """One row of the task queue as the worker sees it: its type and payload checked, or the
-reason it can never run (so it is marked failed instead of retried forever)."""
+reason it can never run (so it is marked failed instead of retried forever); its age."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from cpersona.storage.tasks import EMBED, EMBEDDED_TABLES
 
@@ -50,3 +51,14 @@ class Task:
 
 #: (task, row) where row = (text, agent_id, project_id, channel, created_at, has no vector).
 Work = list[tuple[Task, tuple]]
+
+
+def age_seconds(created_at: str | None, now: float) -> float | None:
+    """Seconds since a task's `created_at` (naive UTC text), None when absent or unreadable."""
+    if not created_at:
+        return None
+    try:
+        then = datetime.strptime(created_at, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+    return round(max(0.0, now - then), 1)

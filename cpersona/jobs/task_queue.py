@@ -39,7 +39,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,7 +46,7 @@ import numpy as np
 from cpersona.config import Settings
 from cpersona.embedding.base import Embedder
 from cpersona.errors import EmbeddingError, EmbeddingNotReady
-from cpersona.jobs.queued import Task, Work
+from cpersona.jobs.queued import Task, Work, age_seconds
 from cpersona.policy.pause import Pause
 from cpersona.storage import Database, Session
 from cpersona.storage.codec import to_blob
@@ -256,8 +255,14 @@ class TaskQueue:
         if embeds:
             wait = self._embed(embeds)
             if wait is not None:
+                self._release(embeds)
                 return wait
         return 0
+
+    def _release(self, tasks: list[Task]) -> None:
+        """Give back the claims of tasks this pass could not run (another node may run them)."""
+        with self.db.write() as s:
+            s.tasks.release([t.id for t in tasks])
 
     def _load(self, tasks: list[Task]) -> Work:
         """(task, row) for rows still waiting for a vector; tasks of rows that are gone or
@@ -380,7 +385,7 @@ class TaskQueue:
             "retries": summary["retries"],
             "max_retries": self.max_retries,
             "retry_delay": self.delay,
-            "oldest_pending_age_s": _age_seconds(summary["oldest"], self.clock()),
+            "oldest_pending_age_s": age_seconds(summary["oldest"], self.clock()),
         }
         if self.waiting_reason and self.running():
             out["waiting_reason"] = self.waiting_reason
@@ -388,12 +393,3 @@ class TaskQueue:
             out["recent_failures"] = summary["recent_failures"]
         return out
 
-
-def _age_seconds(created_at: str | None, now: float) -> float | None:
-    if not created_at:
-        return None
-    try:
-        then = datetime.strptime(created_at, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
-    return round(max(0.0, now - then), 1)

@@ -94,6 +94,9 @@ class TaskRepo:
         process's worker serves the file, and a vector write is guarded by the row's text."""
         return self.due(now, with_embeds, limit)
 
+    def release(self, task_ids: list[int]) -> None:
+        """Give claimed tasks back: nothing to do on SQLite, where `claim` holds no lease."""
+
     def next_due(self, with_embeds: bool) -> float | None:
         """Earliest `not_before` of the pending tasks (None when there is none)."""
         return self.conn.execute(

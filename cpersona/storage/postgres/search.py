@@ -6,8 +6,9 @@ Why bm25 and not pg_trgm's `similarity()` or `ts_rank`: recall fuses the keyword
 by its score (cc fusion divides each row's bm25 by the channel's best; the calibrated gates
 key on the fused score), so a different ranking function would move every gate and
 every fusion weight tuned on SQLite. FTS5's trigram tokenizer makes every query term a
-case-insensitive substring match, which is exactly what `ILIKE '%term%'` on a pg_trgm GIN
-index finds (https://www.postgresql.org/docs/15/pgtrgm.html#PGTRGM-INDEX), so the rows are
+case-insensitive substring match, which is exactly what `lower(text) LIKE '%term%'` finds,
+through a pg_trgm GIN index on a stored lower-cased copy of the text
+(https://www.postgresql.org/docs/15/pgtrgm.html#PGTRGM-INDEX), so the rows are
 the same; the score is FTS5's bm25 (https://www.sqlite.org/fts5.html#the_bm25_function,
 k1 = 1.2, b = 0.75, Robertson & Zaragoza 2009) computed from the same quantities:
 
@@ -40,8 +41,8 @@ B = 0.75
 MIN_IDF = 1e-6
 #: fts name (the retrieval layer's) → (table, alias, columns of the row type, searched columns).
 _FTS = {
-    "memories_fts": ("memories", "m", memories.ROW_COLUMNS, ("content",)),
-    "episodes_fts": ("episodes", "e", episodes.ROW_COLUMNS, ("summary", "keywords")),
+    "memories_fts": ("memories", "m", memories.ROW_COLUMNS, ("content_lc",)),
+    "episodes_fts": ("episodes", "e", episodes.ROW_COLUMNS, ("summary_lc", "keywords_lc")),
 }
 _TERM = re.compile(r'"((?:[^"]|"")*)"')
 
@@ -59,12 +60,12 @@ def self_overlapping(term: str) -> bool:
 
 
 def _count(column: sql.Composable, term: str, i: int) -> sql.Composable:
-    """Occurrences of term `i` (parameter `t<i>`) in the lower-cased `column`."""
-    t = sql.Placeholder(f"t{i}")
+    """Occurrences of term `i` (lower-cased as `q.t<i>`) in the lower-cased `column`."""
+    t = sql.Identifier("q", f"t{i}")
     if self_overlapping(term):
-        pattern = sql.SQL(r"'(?=' || regexp_replace(lower({}), '([.^$*+?()\[\]{{}}|\\])', '\\\1', 'g') || ')'")
+        pattern = sql.SQL(r"'(?=' || regexp_replace({}, '([.^$*+?()\[\]{{}}|\\])', '\\\1', 'g') || ')'")
         return sql.SQL("regexp_count({}, {})").format(column, pattern.format(t))
-    return sql.SQL("((char_length({c}) - char_length(replace({c}, lower({t}), ''))) / char_length({t}))").format(
+    return sql.SQL("((char_length({c}) - char_length(replace({c}, {t}, ''))) / char_length({t}))").format(
         c=column, t=t)
 
 
@@ -75,24 +76,33 @@ def named(where: str, params: list) -> tuple[str, dict[str, object]]:
     return text, {f"s{n}": v for n, v in enumerate(params)}
 
 
+def _join(items, sep: str = ", ") -> sql.Composed:
+    return sql.SQL(sep).join(items)
+
+
 def bm25_query(fts: str, terms: list[str], where: str) -> sql.Composed:
     """The ranking statement of `terms` over the table behind `fts`, filtered by `where`
-    (named parameters: `p<i>` the ILIKE pattern and `t<i>` the text of term i, the names
-    of `where`, and `limit`)."""
+    (named parameters: `p<i>` the LIKE pattern and `t<i>` the text of term i, the names of
+    `where`, and `limit`).
+
+    The candidate rows (`cand`) come from the trigram GIN indexes on the lower-cased copies
+    of the searched columns (schema.py); the per-term hit flags (`hits`) give the table-wide
+    document frequencies (`df`); only rows inside the scope are scored."""
     table, alias, columns, searched = _FTS[fts]
     a = sql.Identifier(alias)
-    hit = [sql.SQL(" OR ").join(sql.SQL("{}.{} ILIKE {}").format(a, sql.Identifier(c),
-                                                               sql.Placeholder(f"p{i}"))
-                                for c in searched) for i in range(len(terms))]
-    flags = sql.SQL(", ").join(sql.SQL("({}) AS h{}").format(h, sql.Literal(i)) for i, h in enumerate(hit))
-    df = sql.SQL(", ").join(sql.SQL("count(*) FILTER (WHERE h{i}) AS n{i}").format(i=sql.SQL(str(i)))
-                            for i in range(len(terms)))
-    lowered = sql.SQL(", ").join(sql.SQL("lower({}.{}) AS c{}").format(a, sql.Identifier(c), sql.SQL(str(j)))
-                                 for j, c in enumerate(searched))
-    dl = sql.SQL(" + ").join(sql.SQL("cpersona_tokens({}.{})").format(a, sql.Identifier(c)) for c in searched)
+    cols = range(len(searched))
+    n_terms = range(len(terms))
+    c = [sql.Identifier(f"c{j}") for j in cols]
+    match = _join((sql.SQL("{}.{} LIKE lower({})").format(a, sql.Identifier(col), sql.Placeholder(f"p{i}"))
+                   for i in n_terms for col in searched), " OR ")
+    flags = _join(sql.SQL("({}) AS h{}").format(
+        _join((sql.SQL("strpos({}, q.t{}) > 0").format(c[j], sql.SQL(str(i))) for j in cols), " OR "),
+        sql.SQL(str(i))) for i in n_terms)
+    dl = _join((sql.SQL("cpersona_tokens({}.{})").format(a, sql.Identifier(col.removesuffix("_lc")))
+                for col in searched), " + ")
     parts = []
     for i, term in enumerate(terms):
-        tf = sql.SQL(" + ").join(_count(sql.Identifier("lc", f"c{j}"), term, i) for j in range(len(searched)))
+        tf = _join((_count(sql.Identifier("h", f"c{j}"), term, i) for j in cols), " + ")
         n = sql.Identifier("df", f"n{i}")
         parts.append(sql.SQL(
             "CASE WHEN h.h{i} THEN GREATEST(ln((st.n - {n} + 0.5) / ({n} + 0.5)), {min_idf}) * ({tf}) * {k1p} "
@@ -100,17 +110,23 @@ def bm25_query(fts: str, terms: list[str], where: str) -> sql.Composed:
             i=sql.SQL(str(i)), n=n, tf=tf, dl=dl, min_idf=sql.Literal(MIN_IDF), k1p=sql.Literal(K1 + 1),
             k1=sql.Literal(K1), b=sql.Literal(B)))
     return sql.SQL(
-        "WITH hits AS MATERIALIZED (SELECT {a}.id, {flags} FROM {table} {a} WHERE {any}), "
+        "WITH q AS (SELECT {q}), "
+        "cand AS MATERIALIZED (SELECT {a}.id, {lowered} FROM {table} {a} WHERE {match}), "
+        "hits AS MATERIALIZED (SELECT cand.*, {flags} FROM cand CROSS JOIN q), "
         "df AS (SELECT {df} FROM hits), "
         "st AS (SELECT GREATEST(COALESCE(sum(n_rows), 0), 1)::float8 AS n, "
         "GREATEST(COALESCE(sum(n_tokens), 0), 1)::float8 / GREATEST(COALESCE(sum(n_rows), 0), 1) AS avgdl "
         "FROM lexical_stats WHERE tbl = {tname}) "
         "SELECT {columns}, -({score}) AS rank FROM hits h JOIN {table} {a} ON {a}.id = h.id "
-        "CROSS JOIN LATERAL (SELECT {lowered}) lc CROSS JOIN df CROSS JOIN st "
+        "CROSS JOIN q CROSS JOIN df CROSS JOIN st "
         "WHERE {where} ORDER BY rank, {a}.id LIMIT %(limit)s").format(
-        a=a, flags=flags, table=sql.Identifier(table), any=sql.SQL(" OR ").join(sql.SQL("({})").format(h) for h in hit),
-        df=df, tname=sql.Literal(table), columns=sql.SQL(columns), score=sql.SQL(" + ").join(parts),
-        lowered=lowered, where=sql.SQL(where))
+        q=_join(sql.SQL("lower({p}) AS p{i}, lower({t}) AS t{i}").format(
+            p=sql.Placeholder(f"p{i}"), t=sql.Placeholder(f"t{i}"), i=sql.SQL(str(i))) for i in n_terms),
+        a=a, lowered=_join(sql.SQL("{}.{} AS {}").format(a, sql.Identifier(col), c[j])
+                           for j, col in enumerate(searched)),
+        table=sql.Identifier(table), match=match, flags=flags,
+        df=_join(sql.SQL("count(*) FILTER (WHERE h{i}) AS n{i}").format(i=sql.SQL(str(i))) for i in n_terms),
+        tname=sql.Literal(table), columns=sql.SQL(columns), score=_join(parts, " + "), where=sql.SQL(where))
 
 
 class PgSearchRepo:
@@ -142,10 +158,11 @@ class PgSearchRepo:
 
     def memories_like(self, text: str, scope: Scope, source_id: str, limit: int) -> list[MemoryRow]:
         """`content LIKE '%<text>%'` with SQLite's LIKE semantics (wildcards escaped, ASCII
-        case-insensitive), newest first; ILIKE first so the trigram index narrows the rows."""
+        case-insensitive), newest first; lower() LIKE first so the trigram index narrows the rows."""
         where, params = row_filter(scope, source_id)
         pattern = "%" + like_escape(text) + "%"
-        query = (f"SELECT {memories.ROW_COLUMNS} FROM memories m WHERE m.content ILIKE %s ESCAPE '\\' "
+        query = (f"SELECT {memories.ROW_COLUMNS} FROM memories m "
+                 "WHERE m.content_lc LIKE lower(%s) ESCAPE '\\' "
                  f"AND cpersona_ascii_lower(m.content) LIKE cpersona_ascii_lower(%s) ESCAPE '\\' AND {where} "
                  "ORDER BY m.created_at DESC, m.id DESC LIMIT %s")
         return [MemoryRow._make(r) for r in self.conn.execute(query, [pattern, pattern, *params, limit])]
@@ -167,7 +184,7 @@ class PgSearchRepo:
         found = {}
         for g in grams:
             pattern = "%" + like_escape(g) + "%"
-            cond = " OR ".join(f"{alias}.{c} ILIKE %s" for c in searched)
+            cond = " OR ".join(f"{alias}.{c} LIKE lower(%s)" for c in searched)
             query = f"SELECT count(*) FROM {table} {alias} WHERE {cond}"
             found[g] = scalar(self.conn, query, [pattern] * len(searched))
         return found

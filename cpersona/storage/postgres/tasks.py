@@ -58,15 +58,22 @@ class PgTaskRepo:
         return added
 
     def claim(self, now: float, with_embeds: bool, limit: int) -> list[tuple[int, str, str, str, int]]:
-        """Take up to `limit` due tasks nobody holds (FIFO) for LEASE_SECONDS; returns
-        (id, task_type, agent_id, payload, retries) like `due`."""
+        """Take up to `limit` due tasks no other node holds (FIFO) for LEASE_SECONDS (this
+        node's own leases are taken again); returns (id, task_type, agent_id, payload,
+        retries) like `due`."""
         rows = self.conn.execute(
             "UPDATE pending_memory_tasks t SET lease_owner = %s, lease_until = %s FROM ("
-            "SELECT id FROM pending_memory_tasks WHERE status = 'pending' AND not_before <= %s AND lease_until <= %s "
-            "AND (%s OR task_type <> %s) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) c WHERE t.id = c.id "
-            "RETURNING t.id, t.task_type, t.agent_id, t.payload, t.retries",
-            (self.node, now + LEASE_SECONDS, now, now, with_embeds, EMBED, limit)).fetchall()
+            "SELECT id FROM pending_memory_tasks WHERE status = 'pending' AND not_before <= %s "
+            "AND (lease_until <= %s OR lease_owner = %s) AND (%s OR task_type <> %s) ORDER BY id LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) c WHERE t.id = c.id RETURNING t.id, t.task_type, t.agent_id, t.payload, t.retries",
+            (self.node, now + LEASE_SECONDS, now, now, self.node, with_embeds, EMBED, limit)).fetchall()
         return sorted(rows)
+
+    def release(self, task_ids: list[int]) -> None:
+        """Give back this node's leases on tasks it could not run now (its embedding backend
+        is unavailable): another node may take them at once."""
+        self.conn.execute("UPDATE pending_memory_tasks SET lease_owner = NULL, lease_until = 0 "
+                          "WHERE id = ANY(%s) AND lease_owner = %s", (list(task_ids), self.node))
 
     def delete(self, task_id: int) -> None:
         self.conn.execute("DELETE FROM pending_memory_tasks WHERE id = %s", (task_id,))

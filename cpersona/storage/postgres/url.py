@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 
 def display_url(url: str) -> str:
@@ -16,3 +16,10 @@ def display_url(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """`url` whose connections create and read the tables in `schema` (then `public`, where
+    extensions usually live): one database can hold several independent stores."""
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}options={quote(f'-c search_path={schema},public')}"

@@ -19,18 +19,10 @@ def is_url(db: object) -> bool:
 @contextmanager
 def fresh_schema(url: str, label: str = "bench") -> Iterator[str]:
     """A new schema on the server of `url`; yields a URL using it; dropped afterwards."""
-    import psycopg
-    from cpersona.storage.postgres.url import with_search_path
+    from cpersona.storage.postgres.schemas import fresh_schema as create
 
-    schema = f"{label}_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield with_search_path(url, schema)
-    finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    with create(url, label) as schema_url:
+        yield schema_url
 
 
 def count_unembedded(url: str) -> tuple[int, int]:

@@ -8,7 +8,6 @@ public), dropped at teardown, so tests never see each other's rows, locks or not
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,19 +34,10 @@ def pg_url() -> str:
 @contextmanager
 def pg_schema() -> Iterator[str]:
     """A fresh schema on the test server; yields a URL that uses it; dropped afterwards."""
-    import psycopg
-    from cpersona.storage.postgres.url import with_search_path
+    from cpersona.storage.postgres.schemas import fresh_schema
 
-    base = pg_url()
-    schema = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield with_search_path(base, schema)
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    with fresh_schema(pg_url(), "t") as url:
+        yield url
 
 
 @contextmanager

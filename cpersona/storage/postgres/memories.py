@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from cpersona.errors import Refused
-from cpersona.storage.memories import LIST_COLUMNS, ROW_COLUMNS
+from cpersona.storage.memories import LIST_COLUMNS, ROW_COLUMNS, refusal
 from cpersona.storage.postgres.scope import predicate, row_filter
 from cpersona.storage.records import MemoryDraft, MemoryRow, RowRef
 from cpersona.storage.scope import Scope
@@ -59,14 +59,7 @@ class PgMemoryRepo:
         ).fetchone()
 
     def _why(self, memory_id: int, owner: str | None, *, lock_matters: bool) -> Refused:
-        row = self._row(memory_id)
-        if row is None:
-            return Refused(f"memory {memory_id} not found")
-        if lock_matters and row[4]:
-            return Refused(f"memory {memory_id} is locked; call unlock_memory first")
-        if owner is not None and row[0] != owner:
-            return Refused(f"memory {memory_id} is not owned by agent {owner!r}")
-        return Refused(f"memory {memory_id} was not changed")
+        return refusal(self._row(memory_id), memory_id, owner, lock_matters=lock_matters)
 
     def check_writable(self, memory_id: int, owner: str | None) -> None:
         """Raise Refused when update/delete would be refused now (early answer)."""

@@ -10,8 +10,8 @@ from typing import Any
 
 import psycopg
 
-from cpersona.storage.agents import STATS_COLUMNS
-from cpersona.storage.meta import TABLES, VECTORS_KEY, VectorState
+from cpersona.storage.agents import ERASED, IDS_QUERY, STATS_COLUMNS, STATS_QUERY
+from cpersona.storage.meta import TABLES, VECTORS_KEY, VectorState, decode
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.records import VectorRow
 from cpersona.storage.vectors import TEXT_COLUMN
@@ -21,9 +21,6 @@ log = logging.getLogger(__name__)
 _EMBEDDED = "embedding IS NOT NULL AND length(embedding) = %s AND NOT (id > %s AND id <= %s)"
 #: Rows fetched per round trip when streaming every vector of a table.
 _STREAM_ROWS = 2000
-#: (count key, table) erased by `delete_agent`, in the order reported.
-_ERASED = (("deleted_memories", "memories"), ("deleted_profiles", "profiles"), ("deleted_episodes", "episodes"),
-           ("deleted_pending_tasks", "pending_memory_tasks"))
 
 
 class PgMetaRepo:
@@ -35,13 +32,7 @@ class PgMetaRepo:
     def get(self, key: str) -> Any | None:
         """The decoded JSON value of `key`; None when absent, {} when unreadable."""
         row = self.conn.execute("SELECT value FROM cpersona_meta WHERE key = %s", (key,)).fetchone()
-        if row is None:
-            return None
-        try:
-            return json.loads(row[0])
-        except (ValueError, TypeError, RecursionError) as err:
-            log.warning("cpersona_meta[%r] is unreadable (%s)", key, err)
-            return {}
+        return None if row is None else decode(key, row[0])
 
     def put(self, key: str, value: Any) -> None:
         self._put(key, json.dumps(value))
@@ -52,10 +43,7 @@ class PgMetaRepo:
 
     def vector_state(self) -> VectorState:
         """The recorded vector identity; an empty VectorState when none (or unreadable)."""
-        data = self.get(VECTORS_KEY)
-        if not isinstance(data, dict) or not data:
-            return VectorState()
-        return VectorState(data.get("model"), data.get("dim"), data.get("pending"))
+        return VectorState.from_value(self.get(VECTORS_KEY))
 
     def put_vector_state(self, state: VectorState) -> None:
         self._put(VECTORS_KEY, state.to_json())
@@ -77,27 +65,18 @@ class PgAgentRepo:
 
     def ids(self) -> list[str]:
         """Every agent id that owns a memory or an episode, sorted."""
-        rows = self.conn.execute("SELECT agent_id FROM memories UNION SELECT agent_id FROM episodes ORDER BY 1")
+        rows = self.conn.execute(IDS_QUERY)
         return [r[0] for r in rows]
 
     def stats(self) -> list[dict]:
         """One dict per agent (STATS_COLUMNS of storage/agents.py)."""
-        rows = self.conn.execute(
-            """SELECT a.agent_id,
-                 (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id),
-                 (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id AND m.locked = 1),
-                 (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id AND m.embedding IS NULL),
-                 (SELECT COUNT(*) FROM episodes e WHERE e.agent_id = a.agent_id),
-                 (SELECT COUNT(*) FROM profiles p WHERE p.agent_id = a.agent_id),
-                 (SELECT MAX(created_at) FROM memories m WHERE m.agent_id = a.agent_id)
-               FROM (SELECT agent_id FROM memories UNION SELECT agent_id FROM episodes
-                     UNION SELECT agent_id FROM profiles) a ORDER BY a.agent_id""").fetchall()
+        rows = self.conn.execute(STATS_QUERY).fetchall()
         return [dict(zip(STATS_COLUMNS, r)) for r in rows]
 
     def delete_agent(self, agent_id: str) -> dict[str, int]:
         """Delete every memory (locked ones too), profile, episode and queued task of `agent_id`."""
         return {key: self.conn.execute(f"DELETE FROM {table} WHERE agent_id = %s", (agent_id,)).rowcount
-                for key, table in _ERASED}
+                for key, table in ERASED}
 
 
 def _embedded(dim: int, stale: tuple[int, int]) -> tuple[str, list]:

@@ -238,7 +238,6 @@ def _stat_rows(conn: psycopg.Connection) -> None:
 
 #: The migration, in order, all inside one transaction.
 STEPS = (
-    Step(1, "create the pg_trgm extension", _extension),
     Step(2, "create the helper functions", _run_all(FUNCTIONS)),
     Step(3, "create the tables", _run_all(TABLES)),
     Step(4, "create the lookup indexes", _run_all(INDEXES)),
@@ -247,8 +246,9 @@ STEPS = (
     Step(7, "count the lexical statistics", _stat_rows),
     Step(8, "create the change-feed and statistics triggers", triggers.install),
 )
-#: Skipped when lexical search is disabled (CPERSONA_FTS_ENABLED=false).
-_FTS_STEP = Step(9, "create the trigram indexes", _run_all(TRIGRAM_INDEXES))
+#: Skipped when lexical search is disabled (CPERSONA_FTS_ENABLED=false: LIKE only, no pg_trgm needed).
+_FTS_STEPS = (Step(1, "create the pg_trgm extension", _extension),
+              Step(9, "create the trigram indexes", _run_all(TRIGRAM_INDEXES)))
 
 
 def stored_version(conn: psycopg.Connection) -> int | None:
@@ -270,7 +270,8 @@ def migrate(conn: psycopg.Connection, where: str, fts_enabled: bool) -> None:
         if version is not None and version > SCHEMA_VERSION:
             raise SchemaTooNew(f"{where} has schema v{version}, newer than this cpersona (v{SCHEMA_VERSION}); "
                                "upgrade cpersona to open it (the database was not modified)")
-        for step in (*STEPS, _FTS_STEP) if fts_enabled else STEPS:
+        steps = sorted((*STEPS, *_FTS_STEPS), key=lambda step: step.number) if fts_enabled else STEPS
+        for step in steps:
             step.run(conn)
         conn.execute("INSERT INTO schema_version(version) VALUES (%s) ON CONFLICT (version) DO NOTHING",
                      (SCHEMA_VERSION,))

@@ -15,6 +15,11 @@ set -euo pipefail
 bindir() {
   local found
   found="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)"
+  if { [ -z "$found" ] || [ ! -x "$found/initdb" ]; } && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    # a fresh machine without the server: install it (PostgreSQL + contrib, which holds pg_trgm)
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql postgresql-contrib >&2
+    found="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)"
+  fi
   if [ -z "$found" ] || [ ! -x "$found/initdb" ]; then
     echo "postgres.sh: no PostgreSQL server found under /usr/lib/postgresql (apt-get install postgresql)" >&2
     exit 1

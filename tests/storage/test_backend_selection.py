@@ -58,6 +58,8 @@ def test_passwords_never_shown():
     assert display_url("postgresql://me:s3cret@db.internal:5433/mem?sslmode=require") == \
         "postgresql://me:***@db.internal:5433/mem?sslmode=require"
     assert display_url("postgresql://me@/mem?host=/run/pg") == "postgresql://me@/mem?host=/run/pg"
+    assert display_url("postgresql:///mem?host=/run/pg&password=x&sslmode=require") == \
+        "postgresql:///mem?host=/run/pg&password=***&sslmode=require"
 
 
 def test_unreachable_server_is_a_storage_error():

@@ -65,7 +65,7 @@ class ChangeFeed:
 
     def _connect(self) -> psycopg.Connection:
         conn = psycopg.connect(self.conninfo, autocommit=True, **self.kwargs)
-        conn.execute(f'LISTEN "{self.channel}"')
+        conn.execute(f'LISTEN "{self.channel.replace(chr(34), chr(34) * 2)}"')
         self.connected = True
         return conn
 
@@ -112,6 +112,14 @@ class ChangeFeed:
             return
         self._record((kind, ids))
 
+    def _safely(self, payload: str) -> None:
+        """`handle`, but a failure is logged and answered by a reload, never kills the thread."""
+        try:
+            self.handle(payload)
+        except Exception:  # logged; the receivers reload instead of missing the change
+            log.exception("change feed: could not apply %r; reloading", payload[:200])
+            self._record(None)
+
     # ------------------------------------------------------------- thread
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -122,7 +130,7 @@ class ChangeFeed:
                     self._record(None)  # notifications sent while disconnected are lost
                     log.info("change feed: reconnected to %s", self.channel)
                 for note in conn.notifies(timeout=POLL):
-                    self.handle(note.payload)
+                    self._safely(note.payload)
             except psycopg.Error as err:
                 if self._stop.is_set():
                     break

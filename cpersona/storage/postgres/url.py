@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote, urlsplit, urlunsplit
+
+_QUERY_SECRET = re.compile(r"(?i)((?:^|&)(?:password|sslpassword)=)[^&]*")
 
 
 def display_url(url: str) -> str:
-    """The URL with any password replaced by `***` (for logs, errors and `stats`)."""
+    """The URL with any password (in the authority or as a `password=` parameter) replaced
+    by `***` (for logs, errors and `stats`)."""
     try:
         parts = urlsplit(url)
+        port = parts.port
     except ValueError:
         return "postgresql://(unparseable URL)"
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    head, sep, query = url.partition("?")
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{port}" if port else "")
+        head = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return head + sep + _QUERY_SECRET.sub(r"\1***", query)
 
 
 def with_search_path(url: str, schema: str) -> str:

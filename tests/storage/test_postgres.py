@@ -113,9 +113,10 @@ CORPUS = [
     "the support group meets every Tuesday; the group is small",
     "aaaa aaaaa overlapping trigram test aaaa", "Caroline and Melanie talked about painting",
     "certificate rotation runbook: rotate, verify, deploy", "group group group support",
+    "release 2020202 and 2023 notes", "ははははは、と笑った", "2023年7月4日にwebhook-relayで障害",
 ]
 QUERIES = ["support group", "東京タワー", "certificate rotation error", "aaaa", "Melanie painting", "紅葉を見た",
-           "ERR_TLS_7841", "group"]
+           "ERR_TLS_7841", "group", "202", "ははは", "2023年7月4日にwebhook-relayで何があった？"]
 
 
 def test_bm25_equals_sqlite_fts5(url, tmp_path):

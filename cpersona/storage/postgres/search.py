@@ -53,20 +53,29 @@ def parse_match(expr: str) -> list[str]:
     return [m.group(1).replace('""', '"') for m in _TERM.finditer(expr)]
 
 
-def self_overlapping(term: str) -> bool:
-    """True when two occurrences of `term` can overlap (a proper prefix equals a suffix)."""
+def borders(term: str) -> list[int]:
+    """Lengths k of the proper prefixes of `term` that are also suffixes: two occurrences
+    of the term can overlap by k characters (e.g. "202" in "20202", k = 1)."""
     low = term.lower()
-    return any(low[:k] == low[-k:] for k in range(1, len(low)))
+    return [k for k in range(1, len(low)) if low[:k] == low[-k:]]
 
 
 def _count(column: sql.Composable, term: str, i: int) -> sql.Composable:
-    """Occurrences of term `i` (lower-cased as `q.t<i>`) in the lower-cased `column`."""
+    """Occurrences of term `i` (lower-cased as `q.t<i>`) in the lower-cased `column`,
+    overlapping ones included. The byte-length difference after removing every occurrence
+    counts the non-overlapping ones; only a row that holds two overlapping occurrences (the
+    term followed by its own tail) is counted again with a look-ahead regular expression."""
     t = sql.Identifier("q", f"t{i}")
-    if self_overlapping(term):
-        pattern = sql.SQL(r"'(?=' || regexp_replace({}, '([.^$*+?()\[\]{{}}|\\])', '\\\1', 'g') || ')'")
-        return sql.SQL("regexp_count({}, {})").format(column, pattern.format(t))
-    return sql.SQL("((char_length({c}) - char_length(replace({c}, {t}, ''))) / char_length({t}))").format(
+    plain = sql.SQL("((octet_length({c}) - octet_length(replace({c}, {t}, ''))) / octet_length({t}))").format(
         c=column, t=t)
+    overlaps = borders(term)
+    if not overlaps:
+        return plain
+    witness = _join((sql.SQL("strpos({c}, {t} || substr({t}, {k})) > 0").format(c=column, t=t, k=sql.Literal(k + 1))
+                     for k in overlaps), " OR ")
+    pattern = sql.SQL(r"'(?=' || regexp_replace({}, '([.^$*+?()\[\]{{}}|\\])', '\\\1', 'g') || ')'").format(t)
+    return sql.SQL("CASE WHEN {w} THEN regexp_count({c}, {p}) ELSE {plain} END").format(
+        w=witness, c=column, p=pattern, plain=plain)
 
 
 def named(where: str, params: list) -> tuple[str, dict[str, object]]:
@@ -100,14 +109,16 @@ def bm25_query(fts: str, terms: list[str], where: str) -> sql.Composed:
         sql.SQL(str(i))) for i in n_terms)
     dl = _join((sql.SQL("cpersona_tokens({}.{})").format(a, sql.Identifier(col.removesuffix("_lc")))
                 for col in searched), " + ")
+    freqs = _join(sql.SQL("CASE WHEN h.h{i} THEN ({tf})::float8 ELSE 0 END AS f{i}").format(
+        i=sql.SQL(str(i)), tf=_join((_count(sql.Identifier("h", f"c{j}"), term, i) for j in cols), " + "))
+        for i, term in enumerate(terms))
     parts = []
-    for i, term in enumerate(terms):
-        tf = _join((_count(sql.Identifier("h", f"c{j}"), term, i) for j in cols), " + ")
-        n = sql.Identifier("df", f"n{i}")
+    for i in n_terms:
+        n, tf = sql.Identifier("df", f"n{i}"), sql.Identifier("f", f"f{i}")
         parts.append(sql.SQL(
-            "CASE WHEN h.h{i} THEN GREATEST(ln((st.n - {n} + 0.5) / ({n} + 0.5)), {min_idf}) * ({tf}) * {k1p} "
-            "/ (({tf}) + {k1} * (1 - {b} + {b} * ({dl}) / st.avgdl)) ELSE 0 END").format(
-            i=sql.SQL(str(i)), n=n, tf=tf, dl=dl, min_idf=sql.Literal(MIN_IDF), k1p=sql.Literal(K1 + 1),
+            "CASE WHEN h.h{i} THEN GREATEST(ln((st.n - {n} + 0.5) / ({n} + 0.5)), {min_idf}) * {tf} * {k1p} "
+            "/ ({tf} + {k1} * (1 - {b} + {b} * f.dl / st.avgdl)) ELSE 0 END").format(
+            i=sql.SQL(str(i)), n=n, tf=tf, min_idf=sql.Literal(MIN_IDF), k1p=sql.Literal(K1 + 1),
             k1=sql.Literal(K1), b=sql.Literal(B)))
     return sql.SQL(
         "WITH q AS (SELECT {q}), "
@@ -118,7 +129,7 @@ def bm25_query(fts: str, terms: list[str], where: str) -> sql.Composed:
         "GREATEST(COALESCE(sum(n_tokens), 0), 1)::float8 / GREATEST(COALESCE(sum(n_rows), 0), 1) AS avgdl "
         "FROM lexical_stats WHERE tbl = {tname}) "
         "SELECT {columns}, -({score}) AS rank FROM hits h JOIN {table} {a} ON {a}.id = h.id "
-        "CROSS JOIN q CROSS JOIN df CROSS JOIN st "
+        "CROSS JOIN q CROSS JOIN df CROSS JOIN st CROSS JOIN LATERAL (SELECT {freqs}, ({dl})::float8 AS dl) f "
         "WHERE {where} ORDER BY rank, {a}.id LIMIT %(limit)s").format(
         q=_join(sql.SQL("lower({p}) AS p{i}, lower({t}) AS t{i}").format(
             p=sql.Placeholder(f"p{i}"), t=sql.Placeholder(f"t{i}"), i=sql.SQL(str(i))) for i in n_terms),
@@ -126,7 +137,8 @@ def bm25_query(fts: str, terms: list[str], where: str) -> sql.Composed:
                            for j, col in enumerate(searched)),
         table=sql.Identifier(table), match=match, flags=flags,
         df=_join(sql.SQL("count(*) FILTER (WHERE h{i}) AS n{i}").format(i=sql.SQL(str(i))) for i in n_terms),
-        tname=sql.Literal(table), columns=sql.SQL(columns), score=_join(parts, " + "), where=sql.SQL(where))
+        tname=sql.Literal(table), columns=sql.SQL(columns), score=_join(parts, " + "), where=sql.SQL(where),
+        freqs=freqs, dl=dl)
 
 
 class PgSearchRepo:

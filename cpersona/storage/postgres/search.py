@@ -28,7 +28,6 @@ from __future__ import annotations
 import re
 
 import psycopg
-from psycopg import sql
 
 from cpersona.storage import episodes, memories
 from cpersona.storage.postgres.rows import scalar
@@ -60,24 +59,6 @@ def borders(term: str) -> list[int]:
     return [k for k in range(1, len(low)) if low[:k] == low[-k:]]
 
 
-def _count(column: sql.Composable, term: str, i: int) -> sql.Composable:
-    """Occurrences of term `i` (lower-cased as `q.t<i>`) in the lower-cased `column`,
-    overlapping ones included. The byte-length difference after removing every occurrence
-    counts the non-overlapping ones; only a row that holds two overlapping occurrences (the
-    term followed by its own tail) is counted again with a look-ahead regular expression."""
-    t = sql.Identifier("q", f"t{i}")
-    plain = sql.SQL("((octet_length({c}) - octet_length(replace({c}, {t}, ''))) / octet_length({t}))").format(
-        c=column, t=t)
-    overlaps = borders(term)
-    if not overlaps:
-        return plain
-    witness = _join((sql.SQL("strpos({c}, {t} || substr({t}, {k})) > 0").format(c=column, t=t, k=sql.Literal(k + 1))
-                     for k in overlaps), " OR ")
-    pattern = sql.SQL(r"'(?=' || regexp_replace({}, '([.^$*+?()\[\]{{}}|\\])', '\\\1', 'g') || ')'").format(t)
-    return sql.SQL("CASE WHEN {w} THEN regexp_count({c}, {p}) ELSE {plain} END").format(
-        w=witness, c=column, p=pattern, plain=plain)
-
-
 def named(where: str, params: list) -> tuple[str, dict[str, object]]:
     """A `%s` WHERE clause and its parameters rewritten as `%(s<n>)s` names."""
     parts = where.split("%s")
@@ -85,59 +66,54 @@ def named(where: str, params: list) -> tuple[str, dict[str, object]]:
     return text, {f"s{n}": v for n, v in enumerate(params)}
 
 
-def _join(items, sep: str = ", ") -> sql.Composed:
-    return sql.SQL(sep).join(items)
+def _count(column: str) -> str:
+    """Occurrences of q.t in the lower-cased `column`, overlapping ones included: the
+    byte-length difference after removing every occurrence counts the non-overlapping ones;
+    only a row holding two overlapping occurrences (a witness in `w`: the term followed by
+    its own tail) is counted again with a look-ahead regular expression."""
+    return (f"CASE WHEN strpos({column}, q.t) = 0 THEN 0 "
+            f"WHEN EXISTS (SELECT 1 FROM w WHERE w.i = q.i AND strpos({column}, w.w) > 0) "
+            f"THEN regexp_count({column}, '(?=' || regexp_replace(q.t, '([.^$*+?()\\[\\]{{}}|\\\\])', "
+            f"'\\\\\\1', 'g') || ')') "
+            f"ELSE (octet_length({column}) - octet_length(replace({column}, q.t, ''))) / octet_length(q.t) END")
 
 
-def bm25_query(fts: str, terms: list[str], where: str) -> sql.Composed:
-    """The ranking statement of `terms` over the table behind `fts`, filtered by `where`
-    (named parameters: `p<i>` the LIKE pattern and `t<i>` the text of term i, the names of
-    `where`, and `limit`).
+def bm25_query(fts: str, where: str) -> str:
+    """The ranking statement over the table behind `fts`, filtered by `where` (table alias
+    as in `_FTS`). Named parameters: `p` the LIKE patterns and `t` the texts of the terms
+    (arrays, term order), `wi` / `wk` the overlaps (term index, border length), the names
+    of `where`, and `limit`. The text depends only on `fts` and the shape of `where`, so the
+    server plans it once per connection (psycopg prepares repeated statements).
 
-    The candidate rows (`cand`) come from the trigram GIN indexes on the lower-cased copies
-    of the searched columns (schema.py); the per-term hit flags (`hits`) give the table-wide
-    document frequencies (`df`); only rows inside the scope are scored."""
-    table, alias, columns, searched = _FTS[fts]
-    a = sql.Identifier(alias)
-    cols = range(len(searched))
-    n_terms = range(len(terms))
-    c = [sql.Identifier(f"c{j}") for j in cols]
-    match = _join((sql.SQL("{}.{} LIKE lower({})").format(a, sql.Identifier(col), sql.Placeholder(f"p{i}"))
-                   for i in n_terms for col in searched), " OR ")
-    flags = _join(sql.SQL("({}) AS h{}").format(
-        _join((sql.SQL("strpos({}, q.t{}) > 0").format(c[j], sql.SQL(str(i))) for j in cols), " OR "),
-        sql.SQL(str(i))) for i in n_terms)
-    dl = _join((sql.SQL("cpersona_tokens({}.{})").format(a, sql.Identifier(col.removesuffix("_lc")))
-                for col in searched), " + ")
-    freqs = _join(sql.SQL("CASE WHEN h.h{i} THEN ({tf})::float8 ELSE 0 END AS f{i}").format(
-        i=sql.SQL(str(i)), tf=_join((_count(sql.Identifier("h", f"c{j}"), term, i) for j in cols), " + "))
-        for i, term in enumerate(terms))
-    idf = _join(sql.SQL("GREATEST(ln((st.n - df.n{i} + 0.5) / (df.n{i} + 0.5)), {m}) AS i{i}").format(
-        i=sql.SQL(str(i)), m=sql.Literal(MIN_IDF)) for i in n_terms)
-    norm = sql.SQL("{k1} * (1 - {b} + {b} * ({dl})::float8 / st.avgdl) AS norm").format(
-        k1=sql.Literal(K1), b=sql.Literal(B), dl=dl)
-    parts = [sql.SQL("CASE WHEN h.h{i} THEN idf.i{i} * ({k1p} * f.f{i}) / (f.f{i} + f.norm) ELSE 0 END").format(
-        i=sql.SQL(str(i)), k1p=sql.Literal(K1 + 1)) for i in n_terms]
-    return sql.SQL(
-        "WITH q AS (SELECT {q}), "
-        "cand AS MATERIALIZED (SELECT {a}.id, {lowered} FROM {table} {a} WHERE {match}), "
-        "hits AS MATERIALIZED (SELECT cand.*, {flags} FROM cand CROSS JOIN q), "
-        "df AS (SELECT {df} FROM hits), "
+    `cand`: rows whose lower-cased text matches a pattern, through the trigram GIN indexes;
+    `occ`: (row, term, frequency) for every term a row holds — table-wide, so `df` counts
+    each term's rows over the whole table as FTS5 does; only rows inside the scope are
+    summed, term by term in query order as FTS5 adds its phrases."""
+    table, a, columns, searched = _FTS[fts]
+    cols = [f"c{j}" for j in range(len(searched))]
+    matches = " OR ".join(f"{a}.{col} LIKE ANY (q_patterns.p)" for col in searched)
+    holds = " OR ".join(f"strpos(cand.{c}, q.t) > 0" for c in cols)
+    freq = " + ".join(f"({_count('cand.' + c)})" for c in cols)
+    dl = " + ".join(f"cpersona_tokens({a}.{col.removesuffix('_lc')})" for col in searched)
+    return (
+        "WITH q AS (SELECT x.i, lower(x.t) AS t FROM unnest(%(t)s::text[]) WITH ORDINALITY AS x(t, i)), "
+        "q_patterns AS (SELECT array_agg(lower(p)) AS p FROM unnest(%(p)s::text[]) AS y(p)), "
+        "w AS (SELECT q.i, q.t || substr(q.t, z.k + 1) AS w FROM unnest(%(wi)s::int[], %(wk)s::int[]) AS z(i, k) "
+        "JOIN q ON q.i = z.i), "
+        f"cand AS MATERIALIZED (SELECT {a}.id, {', '.join(f'{a}.{col} AS {c}' for col, c in zip(searched, cols))} "
+        f"FROM {table} {a} CROSS JOIN q_patterns WHERE {matches}), "
+        f"occ AS MATERIALIZED (SELECT cand.id, q.i, ({freq})::float8 AS f FROM cand JOIN q ON {holds}), "
         "st AS (SELECT GREATEST(COALESCE(sum(n_rows), 0), 1)::float8 AS n, "
         "GREATEST(COALESCE(sum(n_tokens), 0), 1)::float8 / GREATEST(COALESCE(sum(n_rows), 0), 1) AS avgdl "
-        "FROM lexical_stats WHERE tbl = {tname}), "
-        "idf AS (SELECT {idf} FROM df CROSS JOIN st) "
-        "SELECT {columns}, -({score}) AS rank FROM hits h JOIN {table} {a} ON {a}.id = h.id "
-        "CROSS JOIN q CROSS JOIN idf CROSS JOIN st CROSS JOIN LATERAL (SELECT {freqs}, {norm}) f "
-        "WHERE {where} ORDER BY rank, {a}.id LIMIT %(limit)s").format(
-        q=_join(sql.SQL("lower({p}) AS p{i}, lower({t}) AS t{i}").format(
-            p=sql.Placeholder(f"p{i}"), t=sql.Placeholder(f"t{i}"), i=sql.SQL(str(i))) for i in n_terms),
-        a=a, lowered=_join(sql.SQL("{}.{} AS {}").format(a, sql.Identifier(col), c[j])
-                           for j, col in enumerate(searched)),
-        table=sql.Identifier(table), match=match, flags=flags,
-        df=_join(sql.SQL("count(*) FILTER (WHERE h{i}) AS n{i}").format(i=sql.SQL(str(i))) for i in n_terms),
-        tname=sql.Literal(table), columns=sql.SQL(columns), score=_join(parts, " + "), where=sql.SQL(where),
-        freqs=freqs, norm=norm, idf=idf)
+        f"FROM lexical_stats WHERE tbl = '{table}'), "
+        f"idf AS (SELECT occ.i, GREATEST(ln((st.n - count(*) + 0.5) / (count(*) + 0.5)), {MIN_IDF}) AS v "
+        "FROM occ CROSS JOIN st GROUP BY occ.i, st.n), "
+        f"scored AS (SELECT {a}.id, sum(idf.v * ({K1 + 1} * occ.f) / (occ.f + {K1} * (1 - {B} + {B} * "
+        f"({dl})::float8 / st.avgdl)) ORDER BY occ.i) AS score "
+        f"FROM occ JOIN idf ON idf.i = occ.i JOIN {table} {a} ON {a}.id = occ.id CROSS JOIN st "
+        f"WHERE {where} GROUP BY {a}.id) "
+        f"SELECT {columns}, -scored.score AS rank FROM scored JOIN {table} {a} ON {a}.id = scored.id "
+        f"ORDER BY rank, {a}.id LIMIT %(limit)s")
 
 
 class PgSearchRepo:
@@ -162,15 +138,15 @@ class PgSearchRepo:
         if not terms:
             return []
         where, values = named(where, params)
-        values["limit"] = limit
-        for i, term in enumerate(terms):
-            values[f"p{i}"], values[f"t{i}"] = "%" + like_escape(term) + "%", term
+        overlaps = [(i + 1, k) for i, term in enumerate(terms) for k in borders(term)]
+        values.update(limit=limit, t=terms, p=["%" + like_escape(t) + "%" for t in terms],
+                      wi=[i for i, _ in overlaps], wk=[k for _, k in overlaps])
         with self.conn.transaction():
             # The planner prices a LIKE at one operator whatever the text length, so on small
             # tables it scans every row with every pattern (~0.2 ms per long row and term);
             # the trigram index reads only the rows holding the terms.
             self.conn.execute("SET LOCAL enable_seqscan = off")
-            return self.conn.execute(bm25_query(fts, terms, where), values).fetchall()
+            return self.conn.execute(bm25_query(fts, where), values).fetchall()
 
     def memories_like(self, text: str, scope: Scope, source_id: str, limit: int) -> list[MemoryRow]:
         """`content LIKE '%<text>%'` with SQLite's LIKE semantics (wildcards escaped, ASCII

@@ -53,10 +53,12 @@ def store_size_mb(db: Path | str) -> float | None:
     return round(path.stat().st_size / 2**20, 2) if path.exists() else None
 
 
-def visibility_delays(url: str, embedding_url: str, n: int = 30, timeout_s: float = 10.0) -> list[float]:
-    """Milliseconds from a store acknowledged on node A until node B's recall ranks it
-    first with the vector retriever, for `n` stores (two Engines in this process, each with
-    its own pool and change feed, on one database)."""
+def visibility_delays(url: str, embedding_url: str, n: int = 30,
+                      timeout_s: float = 10.0) -> tuple[list[float], list[float]]:
+    """For `n` stores acknowledged on node A: (ms until node B's change feed has the row —
+    its data version moves —, ms until node B's recall ranks the row first with the vector
+    retriever, that recall included). Two Engines in this process, each with its own pool
+    and change feed, on one database."""
     from cpersona.config import Settings
     from cpersona.retrieval.pipeline import RecallRequest
     from cpersona.service.engine import Engine
@@ -64,14 +66,18 @@ def visibility_delays(url: str, embedding_url: str, n: int = 30, timeout_s: floa
     settings = Settings.from_env({}, db_url=url, embedding_mode="http", embedding_url=embedding_url,
                                  task_queue_enabled=False, gate_enabled=False)
     node_a, node_b = Engine(settings), Engine(settings)
-    delays = []
+    delays, feed = [], []
     try:
         node_a.store("visibility", "warm-up memory for the visibility probe")
         node_b.recall(RecallRequest(agent_id="visibility", query="warm-up"))
         for i in range(n):
             text = f"visibility probe {i}: {uuid.uuid4().hex} lighthouse {i * 7919}"
+            version = node_b.db.data_version()
             ref = f"mem:{node_a.store('visibility', text)['id']}"
             started = time.perf_counter()
+            while node_b.db.data_version() == version and time.perf_counter() - started < timeout_s:
+                time.sleep(0.0002)
+            feed.append((time.perf_counter() - started) * 1000)
             while time.perf_counter() - started < timeout_s:
                 best = node_b.recall(RecallRequest(agent_id="visibility", query=text, limit=1))["messages"]
                 if best and best[-1]["ref"] == ref and "vector" in best[-1]["match_reason"]["retrievers"]:
@@ -81,4 +87,4 @@ def visibility_delays(url: str, embedding_url: str, n: int = 30, timeout_s: floa
     finally:
         node_a.close()
         node_b.close()
-    return delays
+    return feed, delays

@@ -277,9 +277,10 @@ class CalibrationState:
                 self.cleared_betas.discard(agent_id)
 
     # ------------------------------------------------------------- persisting
-    def payload(self) -> dict[str, Any]:
-        """The sidecar content; entries another process added meanwhile (same fingerprint
-        only) are carried over, except for agents purged or β cleared here."""
+    def payload(self, current: sidecar.Loaded | None = None) -> dict[str, Any]:
+        """The state to store; entries another process added meanwhile to `current` (the
+        stored state; read from the store when None — same fingerprint only) are carried
+        over, except for agents purged or β cleared here."""
         with self._lock:
             fp = self.fingerprint or self.current_fingerprint() or Fingerprint(None, None)
             payload: dict[str, Any] = {
@@ -292,7 +293,8 @@ class CalibrationState:
             }
             removed = set(self.removed)
             cleared = set(self.cleared_betas)
-        current = self.store.load() if self.store is not None else sidecar.Loaded("absent")
+        if current is None:
+            current = self.store.load() if self.store is not None else sidecar.Loaded("absent")
         if current.status == "ok" and not self.stale_reason(current.data) and \
                 (current.data.get("embedding_model"), current.data.get("embedding_dim")) == (fp.model, fp.dim):
             for key in ("agent_thresholds", "agent_fused_gates", "agent_betas"):
@@ -308,8 +310,7 @@ class CalibrationState:
         database's record). Returns '' or the error text."""
         if self.store is None:
             return "in-memory database: nothing is persisted"
-        payload = self.payload()
-        error = self.store.write(payload)
+        error = self.store.save(self.payload)
         with self._lock:
             if error:
                 self.sidecar_error = error

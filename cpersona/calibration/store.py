@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,8 +38,8 @@ class CalibrationStore(Protocol):
     def load(self) -> sidecar.Loaded:
         """The stored payload, validated; never raises."""
 
-    def write(self, payload: dict[str, Any]) -> str:
-        """Store `payload`; '' on success, else the error text."""
+    def save(self, build: Callable[[sidecar.Loaded], dict[str, Any]]) -> str:
+        """Store `build(the state stored now)`; '' on success, else the error text."""
 
     def backup(self, old_version: str | None) -> None:
         """Keep the current state before a staleness-triggered recalibration replaces it."""
@@ -59,7 +60,8 @@ class SidecarStore:
     def load(self) -> sidecar.Loaded:
         return sidecar.load(self.file)
 
-    def write(self, payload: dict[str, Any]) -> str:
+    def save(self, build: Callable[[sidecar.Loaded], dict[str, Any]]) -> str:
+        payload = build(self.load())
         error = sidecar.write_atomic(self.file, payload)
         if error:
             return error
@@ -91,19 +93,18 @@ class DatabaseStore:
     def load(self) -> sidecar.Loaded:
         try:
             with self.db.read() as s:
-                data = s.meta.get(STATE_KEY)
+                return _loaded(s.meta.get(STATE_KEY))
         except Exception as err:  # noqa: BLE001 — reported as a corrupt state, never raised into startup
             return sidecar.Loaded("corrupt", error=f"{type(err).__name__}: {err}")
-        if data is None:
-            return sidecar.Loaded("absent")
-        problem = sidecar.validate(data)
-        return sidecar.Loaded("corrupt", error=problem) if problem else sidecar.Loaded("ok", data)
 
-    def write(self, payload: dict[str, Any]) -> str:
+    def save(self, build: Callable[[sidecar.Loaded], dict[str, Any]]) -> str:
+        """Read, merge and write in ONE transaction holding the record's lock, so two nodes
+        calibrating different agents at once both keep their entries."""
         try:
-            text = json.loads(json.dumps(payload, allow_nan=False))
             with self.db.write() as s:
-                s.meta.put(STATE_KEY, text)
+                s.meta.lock(STATE_KEY)
+                payload = build(_loaded(s.meta.get(STATE_KEY)))
+                s.meta.put(STATE_KEY, json.loads(json.dumps(payload, allow_nan=False)))
         except Exception as err:  # noqa: BLE001 — the caller reports it (sidecar_persisted: false)
             return f"{type(err).__name__}: {err}"
         return ""
@@ -118,6 +119,13 @@ class DatabaseStore:
 
     def lost(self) -> dict[str, Any] | None:
         return None  # the state lives with the rows: restored with them, never separately lost
+
+
+def _loaded(data: Any) -> sidecar.Loaded:
+    if data is None:
+        return sidecar.Loaded("absent")
+    problem = sidecar.validate(data)
+    return sidecar.Loaded("corrupt", error=problem) if problem else sidecar.Loaded("ok", data)
 
 
 def store_for(settings: Settings, db: Database) -> CalibrationStore | None:

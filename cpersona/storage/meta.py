@@ -69,6 +69,10 @@ class MetaRepo:
         row = self.conn.execute("SELECT value FROM cpersona_meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else decode(key, row[0])
 
+    def lock(self, key: str) -> None:
+        """Hold `key` against other writers until COMMIT (read-merge-write): nothing to do on
+        SQLite, whose write transaction (BEGIN IMMEDIATE) already excludes every other."""
+
     def put(self, key: str, value: Any) -> None:
         self.conn.execute("INSERT OR REPLACE INTO cpersona_meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
 

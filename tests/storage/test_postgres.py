@@ -5,6 +5,7 @@ calibration state kept in the database. Skipped without CPERSONA_TEST_DB_URL."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -227,3 +228,9 @@ def test_calibration_state_lives_in_the_database(nodes, tmp_path):
     b = nodes()
     status = b.get_recall_precision("agent")["calibration"]
     assert status["sidecar"] == "ok" and status["state"] == "calibrated"
+    c = nodes()  # started before agent2 existed; its calibration must keep the other node's entries
+    for i in range(30):
+        b.store("agent2", f"second agent memory {i} on subject {i % 4} with number {i * 13}")
+    assert c.calibrate_threshold("agent2")["ok"] is True
+    state = json.loads(_rows(a.db.url, "SELECT value FROM cpersona_meta WHERE key = 'calibration_state'")[0][0])
+    assert {"agent", "agent2"} <= set(state["agent_thresholds"])

@@ -34,6 +34,11 @@ class PgMetaRepo:
         row = self.conn.execute("SELECT value FROM cpersona_meta WHERE key = %s", (key,)).fetchone()
         return None if row is None else decode(key, row[0])
 
+    def lock(self, key: str) -> None:
+        """Hold `key` against other nodes' writers until COMMIT (a transaction-scoped advisory
+        lock: it also covers a key that has no row yet)."""
+        self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':meta:' || %s))", (key,))
+
     def put(self, key: str, value: Any) -> None:
         self._put(key, json.dumps(value))
 

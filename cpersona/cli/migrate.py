@@ -33,12 +33,13 @@ from cpersona.config import Settings
 from cpersona.errors import ConfigError
 from cpersona.storage import Database
 from cpersona.storage.backend import is_postgres, open_url
+from cpersona.storage.meta import CALIBRATION_KEY, POSTGRES_LAYOUT_KEY
 from cpersona.storage.transfer import COLUMNS
 
 #: cpersona_meta key recording which source a target is being filled from.
 RECORD_KEY = "migrated_from"
 #: Meta keys that describe the copy itself or the other backend's calibration form.
-_NOT_COPIED = {RECORD_KEY, STATE_KEY, "calibration"}
+_NOT_COPIED = {RECORD_KEY, STATE_KEY, CALIBRATION_KEY, POSTGRES_LAYOUT_KEY}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -15,6 +15,8 @@ log = logging.getLogger(__name__)
 TABLES = ("memories", "episodes")
 VECTORS_KEY = "vectors"
 CALIBRATION_KEY = "calibration"
+#: Kept by the PostgreSQL backend for itself (its layout revision); never copied between stores.
+POSTGRES_LAYOUT_KEY = "postgres_layout"
 
 
 @dataclass

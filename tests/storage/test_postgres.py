@@ -81,6 +81,19 @@ def test_nodes_starting_together_migrate_once(url):
             db.close()
 
 
+def test_a_node_joining_a_busy_cluster_takes_no_lock(url):
+    open_url(url).close()
+    with psycopg.connect(url) as busy:  # a long transaction of a running node: DDL would wait on it
+        busy.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
+        busy.execute("LOCK TABLE cpersona_meta IN ROW EXCLUSIVE MODE")
+        opened: list = []
+        joiner = threading.Thread(target=lambda: opened.append(open_url(url)), daemon=True)
+        joiner.start()
+        joiner.join(20)
+        assert opened, "a node whose schema is current must open without waiting for running transactions"
+        opened[0].close()
+
+
 def test_newer_schema_is_refused_untouched(url):
     open_url(url).close()
     with psycopg.connect(url, autocommit=True) as conn:

@@ -17,28 +17,41 @@ Differences of representation, none of meaning:
 * Task leases: `lease_owner` / `lease_until` on `pending_memory_tasks` (tasks.py).
 * Calibration state: `cpersona_meta['calibration_state']` instead of a file per node.
 
-`migrate(conn, fts_enabled)` runs every step in ONE transaction under a transaction-scoped
-advisory lock (`pg_advisory_xact_lock`), so two nodes starting together never race: the
-second waits, then finds every object present (each step is idempotent) and the stamp
-written. A database stamped newer than `SCHEMA_VERSION` raises `SchemaTooNew` before
+`migrate(conn, fts_enabled)` first reads the version stamp and the layout record
+(`cpersona_meta['postgres_layout']`): when both are current it does nothing, so a node joining
+a busy cluster takes no lock. Otherwise it runs every step in ONE transaction under a
+transaction-scoped advisory lock (`pg_advisory_xact_lock`), so two nodes starting together
+never race: the second waits, then finds the stamp written and stops. Every step is
+idempotent; a migration that loses a lock deadlock against running writers is retried.
+A database stamped newer than `SCHEMA_VERSION` raises `SchemaTooNew` before
 anything is written.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
 
 from cpersona.errors import SchemaTooNew, StorageError
+from cpersona.storage.meta import POSTGRES_LAYOUT_KEY
 from cpersona.storage.postgres import triggers
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.schema import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
+#: Revision of the PostgreSQL-only objects (columns, functions, triggers, indexes of this
+#: module); bump it whenever they change, so running databases get the new ones.
+LAYOUT_REVISION = 1
+#: cpersona_meta key recording the revision applied and whether the trigram indexes exist.
+LAYOUT_KEY = POSTGRES_LAYOUT_KEY
+#: Times a migration that lost a lock deadlock is run again.
+MIGRATION_ATTEMPTS = 5
 #: Advisory-lock key space of the migration (per schema: tests and tenants may share a database).
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':cpersona-migrate'))"
 _NOW = "cpersona_now()"
@@ -258,23 +271,54 @@ def stored_version(conn: psycopg.Connection) -> int | None:
     return scalar(conn, "SELECT MAX(version) FROM schema_version")
 
 
+def _is_current(conn: psycopg.Connection, fts_enabled: bool) -> bool:
+    """True when the stamp and the layout record say every step has run (read-only: a node
+    starting next to busy nodes takes no lock at all)."""
+    if stored_version(conn) != SCHEMA_VERSION or scalar(conn, "SELECT to_regclass('cpersona_meta')") is None:
+        return False
+    row = conn.execute("SELECT value FROM cpersona_meta WHERE key = %s", (LAYOUT_KEY,)).fetchone()
+    layout = json.loads(row[0]) if row else {}
+    return layout.get("revision") == LAYOUT_REVISION and (bool(layout.get("fts")) or not fts_enabled)
+
+
 def migrate(conn: psycopg.Connection, where: str, fts_enabled: bool) -> None:
     """Create or upgrade every object of the current format, in one transaction under the
-    migration advisory lock; the version stamp is written last. Raises SchemaTooNew
-    (nothing written) when the database is newer than this code."""
+    migration advisory lock; the version stamp and the layout record are written last.
+    Nothing is done (no lock taken) when they are current. A migration that loses a lock
+    deadlock against running nodes' writes is rolled back whole and run again. Raises
+    SchemaTooNew (nothing written) when the database is newer than this code."""
     if scalar(conn, "SELECT current_schema()") is None:
         raise StorageError(f"{where}: no schema to create the tables in (the search_path names none that exists)")
+    if _is_current(conn, fts_enabled):
+        return
+    for attempt in range(1, MIGRATION_ATTEMPTS + 1):
+        try:
+            _migrate_locked(conn, where, fts_enabled)
+            return
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable):
+            if attempt == MIGRATION_ATTEMPTS:
+                raise
+            log.warning("schema migration of %s lost a lock conflict with running nodes; retrying", where)
+            time.sleep(0.2 * attempt)
+
+
+def _migrate_locked(conn: psycopg.Connection, where: str, fts_enabled: bool) -> None:
     with conn.transaction():
         conn.execute(_LOCK_KEY)
         version = stored_version(conn)
         if version is not None and version > SCHEMA_VERSION:
             raise SchemaTooNew(f"{where} has schema v{version}, newer than this cpersona (v{SCHEMA_VERSION}); "
                                "upgrade cpersona to open it (the database was not modified)")
+        if _is_current(conn, fts_enabled):  # another node finished while this one waited for the lock
+            return
         steps = sorted((*STEPS, *_FTS_STEPS), key=lambda step: step.number) if fts_enabled else STEPS
         for step in steps:
             step.run(conn)
         conn.execute("INSERT INTO schema_version(version) VALUES (%s) ON CONFLICT (version) DO NOTHING",
                      (SCHEMA_VERSION,))
+        layout = json.dumps({"revision": LAYOUT_REVISION, "fts": fts_enabled or has_trigram_indexes(conn)})
+        conn.execute("INSERT INTO cpersona_meta(key, value) VALUES (%s, %s) "
+                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (LAYOUT_KEY, layout))
 
 
 def has_trigram_indexes(conn: psycopg.Connection) -> bool:

@@ -128,7 +128,8 @@ def stats_command(settings: Settings, args: argparse.Namespace) -> int:
         db.add_column("")
         db.add_row("path", st["path"])
         db.add_row("size", _size(st["size_bytes"]) + (" (incl. -wal)" if st["wal"] else ""))
-        db.add_row("schema", f"v{SCHEMA_VERSION}, FTS5 {'on' if st['fts'] else 'off'}")
+        lexical = "pg_trgm" if st.get("backend") == "postgresql" else "FTS5"
+        db.add_row("schema", f"v{SCHEMA_VERSION}, {lexical} {'on' if st['fts'] else 'off'}")
         embedder = engine.embedder
         db.add_row("embedding backend", "none (keyword search only)" if embedder is None else _backend_label(embedder))
         stale = st["awaiting_reembed"]

@@ -628,3 +628,17 @@ def run_in_workdir(prefix: str, keep: bool, run, args) -> Any:
             log(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_benchmark(prefix: str, args, run, report, out: Path) -> dict:
+    """The shared `main` of a benchmark: `run` in a fresh temp folder (run_in_workdir, kept
+    with args.keep_db), then the wall time and machine (load average before / after) are
+    added, `report(result)` prints the table and the JSON goes to `out`."""
+    started = time.perf_counter()
+    machine = machine_info()
+    result = run_in_workdir(prefix, args.keep_db, run, args)
+    result["total_wall_s"] = round(time.perf_counter() - started, 1)
+    result["machine"] = {**machine, "loadavg_end": loadavg()}
+    report(result)
+    write_json(out, result)
+    return result

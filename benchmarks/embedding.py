@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         if model_installed(name)
     ]
     if not rows:
-        print("no local embedding model installed: pip install 'cpersona[embed]'", file=sys.stderr)
+        print("no local embedding model installed: pip install 'cpersona-memory[embed]'", file=sys.stderr)
         return 2
     print_table(rows, source, args.threads)
     result = {

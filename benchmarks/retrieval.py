@@ -38,12 +38,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
+import evalsets
 import pg
 
 #: Default --max-queries per data set (others: all queries).
@@ -53,7 +53,15 @@ LAT_KEYS = ("p50_ms", "p95_ms", "p99_ms", "max_ms")
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", required=True, help="locomo | jsquad | longmemeval_oracle | scale-<dir>")
+    p.add_argument("--dataset", required=True,
+                   help="locomo | jsquad | longmemeval_oracle | longmemeval_haystack | tiny | scale-<dir>")
+    p.add_argument("--foreign", default=None, metavar="DATASET",
+                   help="also ask DATASET's questions (as many as evaluated, evenly spaced) of this set's agents: "
+                        "unanswerable there; reports rows/question and the empty share")
+    p.add_argument("--haystack-questions", type=int, default=40,
+                   help="longmemeval_haystack: questions, one agent each (default 40)")
+    p.add_argument("--haystack-turns", type=int, default=400,
+                   help="longmemeval_haystack: turns per agent at least (default 400)")
     p.add_argument("--embedding", choices=("none", "local", "http"), default="none",
                    help="CPERSONA_EMBEDDING_MODE of the server (default none)")
     p.add_argument("--limit", type=int, default=10, help="recall limit, 1..100 (default 10)")
@@ -94,10 +102,15 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict:
 
 
 async def run_on(args: argparse.Namespace, workdir: Path, db: Path | str) -> dict:
-    folder = common.resolve_dataset(args.dataset, args.data)
-    data = common.load_dataset(folder, args.dataset)
+    data = evalsets.load(args.dataset, args.data, args.haystack_questions, args.haystack_turns)
+    folder = data.path
     cap = args.max_queries if args.max_queries is not None else DEFAULT_MAX_QUERIES.get(args.dataset)
     queries = common.select_evenly(data.queries, cap)
+    unanswerable = [q for q in queries if not q["relevant"]]
+    queries = [q for q in queries if q["relevant"]]
+    if args.foreign:
+        other = evalsets.load(args.foreign, args.data, args.haystack_questions, args.haystack_turns)
+        unanswerable += evalsets.foreign(other.queries, sorted({q["agent_id"] for q in queries}), len(queries))
     sampling = (f"all {len(queries)} queries" if len(queries) == len(data.queries) else
                 f"{len(queries)} of {len(data.queries)} queries, evenly spaced "
                 f"(index i*{len(data.queries)}//{len(queries)})")
@@ -152,6 +165,7 @@ async def run_on(args: argparse.Namespace, workdir: Path, db: Path | str) -> dic
 
             await common.warm_up(server, queries[0]["agent_id"] if queries else common.PROBE_AGENT)
             rec = await common.recall_queries(server, queries, args.limit, store.rows)
+            unans = await common.recall_queries(server, unanswerable, args.limit, store.rows, "unanswerable")
             result["server"].update(server.memory())
             result["server"]["stderr"] = server.stderr_summary()
     finally:
@@ -169,6 +183,8 @@ async def run_on(args: argparse.Namespace, workdir: Path, db: Path | str) -> dic
         "baseline_floor": common.BASELINE_FLOOR.get(args.dataset),
         "db_file_mb": pg.store_size_mb(db),
         "per_query": rec.per_query,
+        "unanswerable": {**evalsets.unanswerable_summary(unans.per_query), "foreign": args.foreign,
+                         "per_query": [{"id": r["id"], "rows": r["rows"]} for r in unans.per_query]},
         "empty_with_stored_answer": [r["id"] for r in rec.per_query if r["rows"] == 0 and r["answer_stored"]],
         "queries_with_stored_answer": sum(1 for r in rec.per_query if r["answer_stored"]),
     })
@@ -228,6 +244,10 @@ def report(result: dict) -> None:
         rows.append((f"fts5 floor (README, {base['queries']} q)", "", "", base["recall@10"], "", base["ndcg@10"],
                      "", ""))
     common.print_table(("category", "queries", "R@5", "R@10", "MRR@10", "NDCG@10", "rows/q", "zero-row q"), rows)
+    un = result.get("unanswerable") or {}
+    if un.get("queries"):
+        print(f"unanswerable questions ({un['queries']}{', foreign: ' + un['foreign'] if un.get('foreign') else ''}): "
+              f"rows/q {un['rows_per_query']:.2f}, empty {un['empty_rate']:.1%}")
 
     st, rc = result["store"], result["recall"]
     print()
@@ -272,13 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     suffix = "-pg" if args.db_url else ""
     out = args.out or common.RESULTS / f"retrieval-{dataset_label(args.dataset)}-{args.embedding}{suffix}.json"
-    started = time.perf_counter()
-    machine = common.machine_info()
-    result = common.run_in_workdir("cpersona-bench-", args.keep_db, run, args)
-    result["total_wall_s"] = round(time.perf_counter() - started, 1)
-    result["machine"] = {**machine, "loadavg_end": common.loadavg()}
-    report(result)
-    common.write_json(out, result)
+    common.run_benchmark("cpersona-bench-", args, run, report, out)
     return 0
 
 

@@ -7,3 +7,6 @@ composes `calibration` and `jobs`, which use `retrieval`, `index`, `embedding` a
 """
 
 __version__ = "0.1.0"
+#: The distribution name on the package index (`pip install cpersona-memory`); the import name
+#: and the command stay `cpersona`. The name `cpersona` on the index is the original project.
+DISTRIBUTION = "cpersona-memory"

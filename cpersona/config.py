@@ -5,24 +5,55 @@ CPersona documents, e.g. EMBEDDING_MODE; the prefixed name wins when both are se
 non-empty). Empty values mean "default". Booleans accept true/false/1/0/yes/no/on/off.
 A malformed or out-of-range value raises `ConfigError` naming the variable and the expected
 form — startup stops with that one line rather than guessing a default.
+
+A settings file (TOML, `field = value`, e.g. `recall_mode = "rrf"`) may hold the same
+settings: `CPERSONA_CONFIG_FILE`, else `config.toml` in the per-user config directory
+(platformdirs). The environment wins over the file, the file over the default;
+`Settings.resolve()` also says where each value came from (`cpersona config`).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+import platformdirs
 from annotated_types import Ge, Le
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
 
 from cpersona.errors import ConfigError
 
-__all__ = ["SETTINGS", "ConfigError", "Setting", "Settings"]
+__all__ = ["SETTINGS", "ConfigError", "Setting", "Settings", "default_db_path"]
+
+APP_NAME = "cpersona"
+#: Where the original CPersona kept its database, relative to the working directory.
+LEGACY_DB_PATH = Path("data") / "cpersona.db"
+#: The variable naming the settings file (read before any setting, so not a setting itself).
+CONFIG_FILE_ENV = "CPERSONA_CONFIG_FILE"
+
+
+def default_db_path(cwd: Path | None = None) -> str:
+    """The database used when CPERSONA_DB_PATH is unset: `data/cpersona.db` if that file
+    exists in the working directory (the original CPersona's layout, kept so its users
+    find their memories), else `cpersona.db` in the per-user data directory (platformdirs:
+    ~/.local/share/cpersona on Linux, ~/Library/Application Support/cpersona on macOS,
+    %LOCALAPPDATA%\\cpersona on Windows) — the same file whatever directory a host starts
+    the server in."""
+    legacy = (cwd or Path.cwd()) / LEGACY_DB_PATH
+    if legacy.is_file():
+        return str(legacy)
+    return str(Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "cpersona.db")
+
+
+def default_config_file() -> Path:
+    """`config.toml` in the per-user config directory (e.g. ~/.config/cpersona/config.toml)."""
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / "config.toml"
 
 
 def _alias(name: str) -> JsonDict:
@@ -35,31 +66,53 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     # ------------------------------------------------------------------ storage
-    db_path: str = Field("data/cpersona.db", description="SQLite database file (`~` expanded; `:memory:` = RAM only).")
+    db_path: str = Field("", description="SQLite database file ('' = data/cpersona.db if it exists in the "
+                         "working directory, else cpersona.db in the per-user data directory; `~` expanded; "
+                         "`:memory:` = RAM only).")
     fts_enabled: bool = Field(True, description="Keep the FTS5 trigram indexes; false = LIKE keyword search only.")
     db_url: str = Field("", description="postgresql://user:pass@host:port/db selects a shared PostgreSQL database "
-                        "instead of the SQLite file (needs `cpersona[postgres]`); empty = SQLite at db_path.")
+                        "instead of the SQLite file (needs `cpersona-memory[postgres]`); empty = SQLite at db_path.")
     db_pool_size: int = Field(10, ge=2, le=1000,
                               description="PostgreSQL: most connections one server process opens (readers + writer).")
+    busy_timeout_ms: int = Field(5000, ge=50, le=600_000,
+                                 description="Milliseconds a write waits for another process's write lock before "
+                                             "the call is answered as busy (error_kind \"busy\", retryable).")
     max_content_length: int = Field(16000, ge=1, le=10_000_000, description="Longest memory / summary, in characters.")
     max_profile_length: int = Field(2000, ge=1, le=1_000_000,
                                     description="Longest profile, in characters (cut beyond).")
     max_metadata_length: int = Field(8000, ge=2, le=1_000_000,
                                      description="Longest source / metadata JSON, in characters.")
+    startup_integrity_check: bool = Field(True, description="At start, run SQLite's quick_check in the background "
+                                          "and log an error when the file is damaged.")
+    # ------------------------------------------------------------- portability
+    export_dir: str = Field(
+        "", description="Folder export_memories / import_memories may use over MCP ('' = <database folder>/exports).")
+    max_import_bytes: int = Field(104_857_600, ge=1, le=2**40,
+                                  description="Largest file import_memories reads, in bytes (default 100 MiB).")
     # ---------------------------------------------------------------- embedding
-    embedding_mode: Literal["auto", "none", "http", "local"] = Field(
-        "auto", description="auto = http if a URL is set, else the bundled model if installed, else none.",
+    embedding_mode: Literal["auto", "none", "http", "local", "api"] = Field(
+        "auto", description="auto = http if a URL is set, else the bundled model if installed, else none; "
+                            "api = an OpenAI-compatible /v1/embeddings endpoint.",
         json_schema_extra=_alias("EMBEDDING_MODE"))
     embedding_url: str = Field("", description="The /embed endpoint of an HTTP embedding server.",
                                json_schema_extra=_alias("EMBEDDING_HTTP_URL"))
     local_model: Literal["use", "e5"] = Field("use", description="Bundled model: use (USE multilingual, 512-d) or e5.")
-    embedding_model: str = Field("", description="Model label recorded with HTTP vectors when the server sends none.",
+    embedding_model: str = Field("", description="Model label recorded with HTTP vectors when the server sends none; "
+                                                 "the model requested in api mode (default text-embedding-3-small).",
                                  json_schema_extra=_alias("EMBEDDING_MODEL"))
+    embedding_api_url: str = Field("https://api.openai.com/v1/embeddings",
+                                   description="api mode: the OpenAI-compatible embeddings endpoint.",
+                                   json_schema_extra=_alias("EMBEDDING_API_URL"))
+    embedding_api_key: str = Field("", repr=False, description="api mode: the bearer key (never logged).",
+                                   json_schema_extra={**_alias("EMBEDDING_API_KEY"), "verbatim": True, "secret": True})
     embedding_threads: int = Field(1, ge=1, le=64, description="BLAS/OpenMP threads for the bundled model.")
     embedding_timeout_secs: float = Field(30.0, ge=0.1, le=600, description="Seconds one HTTP embedding call may take.")
     embedding_cache_size: int = Field(256, ge=0, le=1_000_000, description="Query vectors cached (LRU; 0 = off).")
     embedding_cache_ttl: float = Field(300.0, ge=0, le=86400 * 365, description="Seconds a cached query vector lives.")
     degraded_advisory: bool = Field(True, description="Tell the agent in recall when search runs without vectors.")
+    model_wait_seconds: float = Field(10.0, ge=0.0, le=600.0,
+                                      description="Seconds a store or recall waits for the bundled model still "
+                                      "loading before going on without a vector.")
     # ----------------------------------------------------------- task queue
     task_queue_enabled: bool = Field(
         True, description="Run the background worker that embeds rows stored without a vector.")
@@ -73,6 +126,10 @@ class Settings(BaseModel):
     recall_mode: Literal["cc", "rrf", "rsf", "cascade"] = Field(
         "cc", description="Fusion: cc (convex combination), rrf, rsf or the legacy cascade.")
     cc_alpha: float = Field(0.2, ge=0.0, le=1.0, description="Weight of the cosine in cc fusion (1 − α on keywords).")
+    recency_weight: float = Field(
+        0.2, ge=0.0, le=1.0,
+        description="Recency / age prior of questions asking for the latest / first: the fused score changes by at "
+                    "most ± weight/2 (0 = off).")
     rrf_k: int = Field(60, ge=1, le=100_000, description="The k of reciprocal rank fusion (Cormack et al. 2009).")
     vector_weight: float = Field(1.0, ge=0.0, le=100.0, description="Weight of the vector channel in rrf / rsf.")
     max_memories: int = Field(10000, ge=1, le=10_000_000,
@@ -81,6 +138,11 @@ class Settings(BaseModel):
                                          "(uncalibrated; the retriever keeps half of it outside cascade).")
     recall_preview_chars: int = Field(500, ge=0, le=10_000_000,
                                       description="Recall rows with a ref are cut to this prefix (0 = whole rows).")
+    recall_verbose: bool = Field(False, description="Recall rows carry every channel's score in match_reason, "
+                                 "not only {signal, score}.")
+    list_budget_tokens: int = Field(20000, ge=500, le=10_000_000,
+                                    description="Largest list_memories / list_episodes answer, in tokens estimated as "
+                                    "UTF-8 bytes / 3; the rest is reached with next_cursor.")
     episode_penalty_enabled: bool = Field(True, description="Rank rows older than the latest episode lower.")
     episode_decay_rate: float = Field(0.01, ge=0.0, le=100.0, description="Episode boundary penalty decay per hour.")
     episode_decay_floor: float = Field(0.5, ge=0.0, le=1.0, description="Smallest episode boundary penalty factor.")
@@ -131,20 +193,66 @@ class Settings(BaseModel):
     transport: Literal["stdio", "streamable-http"] = Field("stdio", description="MCP transport.")
     http_host: str = Field("127.0.0.1", description="Address the HTTP transport binds.")
     http_port: int = Field(8402, ge=1, le=65535, description="Port of the HTTP transport.")
-    auth_token: str = Field("", description="Bearer token every HTTP request must carry.")
+    auth_token: str = Field("", repr=False, description="Bearer token every HTTP request must carry (used verbatim; "
+                                                     "the proxy sends it to the remote server).",
+                            json_schema_extra={"verbatim": True, "secret": True})
     allow_unauthenticated_http: bool = Field(False, description="Serve HTTP without a token (explicit opt-in).")
+    acl_file: str = Field("", description="JSON file of per-client tokens and grants (enables ACL mode).")
+    cors_origins: str = Field("https://claude.ai,https://www.claude.ai",
+                              description="Comma-separated browser origins allowed by CORS ('none' = no CORS).")
+    http_allowed_hosts: str = Field("", description="Comma-separated Host names (name or name:port) the HTTP "
+                                                    "transport answers; loopback names and the bind address always.")
+    http_max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024,
+                                     description="Largest HTTP request body, in bytes (413 beyond).")
+    remote_url: str = Field("http://localhost:8402/mcp", description="cpersona proxy: the remote MCP endpoint.")
+    proxy_max_inflight: int = Field(8, ge=1, le=1000,
+                                    description="cpersona proxy: requests awaiting an answer before stdin waits.")
+    proxy_connect_timeout_secs: float = Field(5.0, ge=0.1, le=600,
+                                              description="cpersona proxy: seconds to open a connection.")
+    proxy_read_timeout_secs: float = Field(300.0, ge=1, le=86400,
+                                           description="cpersona proxy: seconds to wait for a reply's next bytes.")
+    # ------------------------------------------------------------- update check
+    update_check: bool = Field(True, description="Check the package index for a newer release once per start.")
+    update_check_interval_seconds: int = Field(86400, ge=60, le=86400 * 365,
+                                               description="Seconds a cached update verdict is reused.")
+    update_index_url: str = Field("https://pypi.org/pypi",
+                                  description="Package index JSON API base (<url>/<project>/json).")
     log_level: Literal["debug", "info", "warning", "error"] = Field("warning", description="Log level on stderr.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_db_path(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("db_path"):
+            return {**data, "db_path": default_db_path()}
+        return data
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Read every setting from `environ` (default `os.environ`); `overrides`
-        (field=value, used by tests and the CLI) win over the environment.
+        """Read every setting from `environ` (default `os.environ`, which also reads the
+        settings file); `overrides` (field=value, used by tests and the CLI) win over both.
 
         Raises:
             ConfigError: e.g. "CPERSONA_RRF_K='abc' is invalid: expected an integer in [1, 100000]".
         """
+        return cls.resolve(environ, **overrides)[0]
+
+    @classmethod
+    def resolve(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> tuple[Settings, dict[str, str]]:
+        """(settings, where each field's value came from: "default", "env <NAME>", "file
+        <path>" or "override"). The settings file is read when `environ` is the process
+        environment (None) or names one with CPERSONA_CONFIG_FILE.
+
+        Raises:
+            ConfigError: a malformed value (naming the variable or the file and key), an
+                unreadable or invalid settings file, or an unknown key in it.
+        """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
+        sources = {s.field: "default" for s in SETTINGS}
+        if environ is None or env.get(CONFIG_FILE_ENV, "").strip():
+            path, found = read_settings_file(env.get(CONFIG_FILE_ENV, "").strip())
+            values.update(found)
+            sources.update({name: f"file {path}" for name in found})
         for setting in SETTINGS:
             raw, name = setting.lookup(env)
             if raw is None:
@@ -152,9 +260,12 @@ class Settings(BaseModel):
             try:
                 values[setting.field] = setting.parse(raw)
             except ValueError as err:
-                raise ConfigError(f"{name}={raw!r} is invalid: expected {err}") from None
+                shown = "<hidden>" if setting.secret else repr(raw)
+                raise ConfigError(f"{name}={shown} is invalid: expected {err}") from None
+            sources[setting.field] = f"env {name}"
         values.update(overrides)
-        return cls(**values)
+        sources.update({name: "override" for name in overrides})
+        return cls(**values), sources
 
     @property
     def db_file(self) -> Path | None:
@@ -182,6 +293,8 @@ class Setting:
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
     alias: str | None = None
+    verbatim: bool = False
+    secret: bool = False
 
     @property
     def env(self) -> str:
@@ -203,13 +316,18 @@ class Setting:
 
     def lookup(self, env: Mapping[str, str]) -> tuple[str | None, str]:
         """(raw value, variable it came from); the prefixed name wins when non-empty."""
-        for name in (self.env, self.alias):
-            if name and env.get(name, "").strip() != "":
-                return env[name], name
+        for name in (self.env, self.alias or ""):
+            value = env.get(name, "") if name else ""
+            if (value if self.verbatim else value.strip()) != "":
+                return value, name
         return None, self.env
 
     def parse(self, raw: str) -> Any:
-        """Convert `raw`; raises ValueError(describe()) when it breaks the rule."""
+        """Convert `raw`; raises ValueError(describe()) when it breaks the rule. A verbatim
+        setting (a secret) keeps its value exactly, whitespace included: whoever checks it
+        refuses stray whitespace rather than trimming it silently."""
+        if self.verbatim:
+            return raw
         try:
             value = _convert(self.kind, raw)
         except ValueError:
@@ -239,6 +357,32 @@ def _convert(kind: type, raw: str) -> Any:
     return int(text) if kind is int else text
 
 
+def read_settings_file(explicit: str = "") -> tuple[Path, dict[str, Any]]:
+    """(path, {field: value}) of the settings file: `explicit` (CPERSONA_CONFIG_FILE; it
+    must exist), else the per-user default (absent = no values). Keys are field names
+    (`recall_mode`) or variable names (`CPERSONA_RECALL_MODE`); values are checked like the
+    environment's. Raises ConfigError naming the file (and the key) on any problem."""
+    path = Path(explicit).expanduser() if explicit else default_config_file()
+    if not explicit and not path.is_file():
+        return path, {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"settings file {path} ({CONFIG_FILE_ENV}) cannot be read: {err}") from None
+    by_name = {s.field: s for s in SETTINGS}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        setting = by_name.get(key.lower().removeprefix("cpersona_"))
+        if setting is None or isinstance(value, dict | list):
+            raise ConfigError(f"settings file {path}: {key!r} is not a setting (see `cpersona config`)")
+        raw = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        try:
+            values[setting.field] = setting.parse(raw)
+        except ValueError as err:
+            raise ConfigError(f"settings file {path}: {key} = {value!r} is invalid: expected {err}") from None
+    return path, values
+
+
 def _setting(name: str, info: Any) -> Setting:
     annotation = info.annotation
     choices = get_args(annotation) if get_origin(annotation) is Literal else None
@@ -250,6 +394,7 @@ def _setting(name: str, info: Any) -> Setting:
         name, kind, info.default, info.description or "",
         minimum=ge.ge if ge is not None else None, maximum=le.le if le is not None else None,
         choices=tuple(choices) if choices else None, alias=extra.get("alias"),
+        verbatim=bool(extra.get("verbatim")), secret=bool(extra.get("secret")),
     )
 
 

@@ -6,6 +6,8 @@
 * `engine_http`  — http embedding mode against `fake_embed`.
 * `run_mcp(scenario, db_path, env)` — spawn `python -m cpersona` over stdio with the
   official `mcp` client, run `await scenario(client)` and return its result.
+* `RawStdio(env, cwd)` — a bare JSON-RPC client over a spawned server's stdio (byte frames,
+  kill -9, a custom command line).
 * `db_counts(path)` / `db_rows(path, sql)` — read the SQLite file directly.
 * `backend` / `where` / `db` (tests/backends.py) — run a test on SQLite and on PostgreSQL.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +37,16 @@ pytest_plugins = ("backends",)
 
 #: Seconds one spawned MCP scenario may take before the test fails (hang guard, not a timing assertion).
 MCP_SCENARIO_TIMEOUT = 90
+
+#: Servers spawned by tests never look at the real package index (tests/updates/ uses a local fake):
+#: every subprocess inherits this, and the helpers below pass it on.
+NO_UPDATE_CHECK = {"CPERSONA_UPDATE_CHECK": "false"}
+os.environ.update(NO_UPDATE_CHECK)
+# The per-user directories (settings file, default database) of this test session are empty
+# temp folders: a developer's own ~/.config/cpersona/config.toml must not change a test, and no
+# test may write into the developer's memory file. Spawned servers inherit these variables.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-config-")
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-data-")
 
 
 # --------------------------------------------------------------------------- engines
@@ -181,7 +194,7 @@ def run_mcp(
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    server_env = {"CPERSONA_DB_PATH": str(db_path), "CPERSONA_EMBEDDING_MODE": "none"}
+    server_env = {"CPERSONA_DB_PATH": str(db_path), "CPERSONA_EMBEDDING_MODE": "none", **NO_UPDATE_CHECK}
     server_env.update(env or {})
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "cpersona"], env=server_env, cwd=str(cwd or Path(db_path).parent)
@@ -207,9 +220,82 @@ def run_mcp(
     return McpRun(result, stream_errors, stderr)
 
 
+class RawStdio:
+    """A bare JSON-RPC client over the server's stdio, so a test holds the process (kill -9,
+    resource limits through `command`) and can send any bytes as a frame."""
+
+    def __init__(self, env: dict, cwd, command: list[str] | None = None) -> None:
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 — lives as long as the process
+        self.proc = subprocess.Popen(command or [sys.executable, "-m", "cpersona"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.stderr, env=env, cwd=cwd)
+        self.next_id = 0
+
+    def log(self) -> str:
+        """What the server wrote to stderr so far."""
+        self.stderr.seek(0)
+        return self.stderr.read().decode("utf-8", "replace")
+
+    def send_frame(self, raw: bytes) -> None:
+        """Write one line (`raw` + newline) as it is."""
+        self.proc.stdin.write(raw + b"\n")
+        self.proc.stdin.flush()
+
+    def reply(self) -> dict:
+        """The next line the server writes, parsed (a test timeout guards a hang)."""
+        line = self.proc.stdout.readline()
+        assert line, "server closed stdout"
+        return json.loads(line)
+
+    def send(self, method: str, params: dict | None = None, notify: bool = False):
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self.next_id += 1
+            msg["id"] = self.next_id
+        self.send_frame(json.dumps(msg).encode())
+        if notify:
+            return None
+        while True:
+            reply = self.reply()
+            if reply.get("id") == msg["id"]:
+                return reply
+
+    def initialize(self) -> dict:
+        """The MCP handshake; returns the initialize reply."""
+        import mcp_types
+
+        init = self.send("initialize", {"protocolVersion": mcp_types.LATEST_PROTOCOL_VERSION, "capabilities": {},
+                                        "clientInfo": {"name": "raw-test", "version": "0"}})
+        self.send("notifications/initialized", notify=True)
+        return init
+
+    def tool(self, name: str, arguments: dict) -> dict:
+        reply = self.send("tools/call", {"name": name, "arguments": arguments})
+        return json.loads(reply["result"]["content"][0]["text"])
+
+    def close(self) -> int:
+        """Close stdin (the server exits) and return its exit status."""
+        self.proc.stdin.close()
+        return self.proc.wait(30)
+
+
+@pytest.fixture
+def cli_db(tmp_path, monkeypatch) -> Path:
+    """An in-process CLI run's environment: no CPERSONA_* / EMBEDDING_* variable of the
+    caller, CPERSONA_DB_PATH = tmp_path/cli.db (not created), embeddings off."""
+    for key in list(os.environ):
+        if key.startswith(("CPERSONA_", "EMBEDDING_")):
+            monkeypatch.delenv(key)
+    db = tmp_path / "cli.db"
+    monkeypatch.setenv("CPERSONA_DB_PATH", str(db))
+    monkeypatch.setenv("CPERSONA_EMBEDDING_MODE", "none")
+    return db
+
+
 def clean_env(**extra: str) -> dict[str, str]:
-    """os.environ without any CPERSONA_* / EMBEDDING_* variable, plus `extra`."""
+    """os.environ without any CPERSONA_* / EMBEDDING_* variable (but with the update check
+    off), plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CPERSONA_", "EMBEDDING_"))}
+    env.update(NO_UPDATE_CHECK)
     env.update(extra)
     return env
 

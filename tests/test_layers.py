@@ -2,8 +2,8 @@
 only in the storage layer, and no module grows past the size a reader can hold.
 
 The layers, bottom to top (docs/architecture.md):
-    errors, util → config → storage → embedding, index, policy → retrieval
-    → calibration, jobs → service → mcp → cli, devtools
+    errors, util → config → storage → embedding, index, policy → retrieval, portable
+    → calibration, jobs, updates → health → service → mcp → cli, devtools
 A module may import its own package or a package of a LOWER layer, never a peer or a
 higher one. Imports inside `if TYPE_CHECKING:` are annotations only and do not count for
 the circle check (they never run), but they must still point down or sideways within the
@@ -21,7 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "cpersona"
 RANK = {
     "": 0, "errors": 0, "util": 0, "config": 1, "storage": 2, "embedding": 3, "index": 3, "policy": 3,
-    "retrieval": 4, "calibration": 5, "jobs": 5, "service": 6, "mcp": 7, "cli": 8, "devtools": 8, "__main__": 9,
+    "retrieval": 4, "portable": 4, "calibration": 5, "jobs": 5, "updates": 5, "health": 6, "service": 7, "mcp": 8,
+    "cli": 9, "devtools": 9, "__main__": 10, "checkup": 10,
 }
 MAX_LINES = 400
 _SQL = re.compile(r"\b(SELECT\b.+\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+"

@@ -40,20 +40,16 @@ def parse_request(settings: Settings, agent_id: Any, sample_size: Any = 0, z_fac
                   percentile: Any = 0) -> Request:
     """Validate calibrate_threshold's arguments (0 / '' = the CPERSONA_CALIBRATE_* default).
 
-    sample_size: integer 0..CALIBRATE_MAX_SAMPLE; z_factor: −10..10; percentile: (0, 1],
-    or a percent in (1, 100]; method: separation | percentile | zscore.
+    sample_size: an integer, clamped to 1..CALIBRATE_MAX_SAMPLE (0 = the default); z_factor:
+    a number, clamped to −10..10 (both clamped as the original CPersona clamps them);
+    percentile: (0, 1], or a percent in (1, 100]; method: separation | percentile | zscore.
     """
     agent = validate.identifier("agent_id", agent_id)
     cap = settings.calibrate_max_sample
     if isinstance(sample_size, bool) or not isinstance(sample_size, int):
         raise InvalidArgument("sample_size", f"must be an integer, got {type(sample_size).__name__}")
-    if not 0 <= sample_size <= cap:
-        raise InvalidArgument("sample_size", f"must be between 1 and {cap} (CPERSONA_CALIBRATE_MAX_SAMPLE), "
-                                             f"or 0 for the default; got {sample_size}")
-    n = min(sample_size or settings.calibrate_sample_size, cap)
-    z = _number("z_factor", z_factor)
-    if abs(z) > MAX_Z:
-        raise InvalidArgument("z_factor", f"must be between -{MAX_Z:g} and {MAX_Z:g}, got {z:g}")
+    n = min(max(sample_size or settings.calibrate_sample_size, 1), cap)
+    z = min(max(_number("z_factor", z_factor), -MAX_Z), MAX_Z)
     z = z or settings.calibrate_z_factor
     if not isinstance(method, str):
         raise InvalidArgument("method", f"must be a string, got {type(method).__name__}")
@@ -75,8 +71,8 @@ def resolve_precision(settings: Settings, precision: Any, beta: Any) -> tuple[fl
     if not isinstance(precision, str):
         raise InvalidArgument("precision", f"must be a string, got {type(precision).__name__}")
     b = _number("beta", beta)
-    if b < 0 or b > 100:
-        raise InvalidArgument("beta", f"must be between 0 and 100 (0 = use precision), got {b:g}")
+    if b > 100:
+        raise InvalidArgument("beta", f"must be at most 100 (≤ 0 = use precision), got {b:g}")
     if b > 0:
         return b, label_for(b)
     name = precision.strip().lower()

@@ -27,11 +27,24 @@ from typing import Any
 
 from cpersona.storage import Session
 from cpersona.storage.meta import CALIBRATION_KEY
+from cpersona.util.files import fsync_dir
 
 FORMAT = 1
 SUFFIX = ".calibration.json"
 #: Backups kept before a staleness-triggered recalibration.
 MAX_BACKUPS = 5
+
+#: The range of every number the file may hold; a value outside it cannot have been
+#: measured (a damaged or hand-edited file) and makes the whole file corrupt, never applied.
+#: Vector thresholds are cosines, in [-1, 1]. β is what set_recall_precision accepts,
+#: (0, 100]. A fused gate lies in the range of the signal it was measured on
+#: (retrieval/gate.py): cosine and cc (α·cosine + (1 − α)·lexical) in [-1, 1], rsf and
+#: confidence in [0, 1], rrf in [0, 150] (3 channels × the largest weight 100 / (k + 1 ≥ 2)).
+SIGNAL_RANGES = {"cosine": (-1.0, 1.0), "cc": (-1.0, 1.0), "rsf": (0.0, 1.0), "confidence": (0.0, 1.0),
+                 "rrf": (0.0, 150.0)}
+THRESHOLD_RANGE = (-1.0, 1.0)
+BETA_RANGE = (1e-9, 100.0)
+MAX_DIM = 65536
 
 _MAPS = ("agent_thresholds", "agent_fused_gates", "agent_betas")
 _NUMBERS = ("global_threshold", "global_fused_gate")
@@ -59,27 +72,48 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _ranges(data: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Each numeric key → its allowed range (fused gates by the recorded gate signal)."""
+    signal = data.get("fused_gate_signal")
+    gate = SIGNAL_RANGES.get(signal) if isinstance(signal, str) else None
+    gate = gate or (min(r[0] for r in SIGNAL_RANGES.values()), max(r[1] for r in SIGNAL_RANGES.values()))
+    return {"agent_thresholds": THRESHOLD_RANGE, "global_threshold": THRESHOLD_RANGE,
+            "agent_fused_gates": gate, "global_fused_gate": gate, "agent_betas": BETA_RANGE}
+
+
+def _out_of_range(key: str, value: Any, bounds: tuple[float, float]) -> str:
+    if not _finite(value):
+        return f"{key} is not a finite number"
+    if not bounds[0] <= value <= bounds[1]:
+        return f"{key} = {value:g} is outside [{bounds[0]:g}, {bounds[1]:g}]"
+    return ""
+
+
 def validate(data: Any) -> str:
-    """'' when `data` has the sidecar shape, else the first problem found."""
+    """'' when `data` has the sidecar shape and every number is within its range, else the
+    first problem found."""
     if not isinstance(data, dict):
         return "top level is not a JSON object"
+    for key in ("embedding_model", "scoring_version", "fused_gate_signal", "calibrated_at"):
+        if data.get(key) is not None and not isinstance(data.get(key), str):
+            return f"{key} is not a string"
+    if data.get("fused_gate_signal") not in (None, *SIGNAL_RANGES):
+        return f"fused_gate_signal {data['fused_gate_signal']!r} is not a gate signal"
+    ranges = _ranges(data)
     for key in _MAPS:
         value = data.get(key, {})
         if not isinstance(value, dict):
             return f"{key} is not an object"
         for agent, number in value.items():
-            if not _finite(number):
-                return f"{key}[{agent!r}] is not a finite number"
+            if problem := _out_of_range(f"{key}[{agent!r}]", number, ranges[key]):
+                return problem
     for key in _NUMBERS:
         value = data.get(key)
-        if value is not None and not _finite(value):
-            return f"{key} is not a number"
+        if value is not None and (problem := _out_of_range(key, value, ranges[key])):
+            return problem
     dim = data.get("embedding_dim")
-    if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0):
-        return "embedding_dim is not a positive integer"
-    for key in ("embedding_model", "scoring_version", "fused_gate_signal", "calibrated_at"):
-        if data.get(key) is not None and not isinstance(data.get(key), str):
-            return f"{key} is not a string"
+    if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or not 0 < dim <= MAX_DIM):
+        return f"embedding_dim is not an integer in [1, {MAX_DIM}]"
     return ""
 
 
@@ -107,7 +141,7 @@ def write_atomic(path: Path, payload: dict[str, Any]) -> str:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except (OSError, ValueError, TypeError) as err:
         try:
             tmp.unlink()
@@ -115,19 +149,6 @@ def write_atomic(path: Path, payload: dict[str, Any]) -> str:
             pass
         return f"{type(err).__name__}: {err}"
     return ""
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def backup(path: Path, old_version: str | None) -> Path | None:

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds to wait for an HTTP backend to reveal its dimension.
 DIM_TIMEOUT = 120.0
+#: Seconds between looks at the re-embedding while the recalibration waits for it.
+VECTORS_POLL = 0.5
 _RECALIBRATED = {"stale": "recalibrated", "corrupt": "recalibrated_corrupt", "lost": "recalibrated_lost"}
 
 
@@ -43,8 +45,22 @@ def plan(cal: Calibration) -> str:
     return _RECALIBRATED.get(state, "auto" if s.auto_calibrate else "initial")
 
 
+def _revalidate(cal: Calibration) -> None:
+    """A sidecar restored at construction was compared with the model the database
+    RECORDED then; this start may decide on another one (a model change, an original's
+    database whose vectors carry no model). Once the backend has answered — the identity is
+    decided by then — a sidecar that no longer matches is treated as stale on THIS start."""
+    if cal.sidecar_state != "ok" or _wait_dim(cal) is None:
+        return
+    reason = cal.stale_reason(cal.loaded.data)
+    if reason:
+        cal.sidecar_state = "stale"
+        cal.problem = f"calibration file is stale: {reason}"
+
+
 def run(cal: Calibration) -> None:
     """The thread body: plan, then recalibrate what the plan says; progress in `cal.startup`."""
+    _revalidate(cal)
     action = plan(cal)
     cal.startup.action = action
     if action in ("restored", "noop"):
@@ -65,14 +81,14 @@ def run(cal: Calibration) -> None:
 
 
 def _recalibrate(cal: Calibration, action: str) -> None:
-    if cal.current_fingerprint() is None:  # no vectors stored yet (or a re-embedding is pending)
-        cal.startup.action = "noop"
-        return
     dim = _wait_dim(cal)
     if dim is None:
         if cal.stopping():
             return
         raise RuntimeError("embedding dimension unknown (backend not answering)")
+    if not _wait_current_vectors(cal):
+        return
+    cal.startup.action = action
     if cal.sidecar_state in ("stale", "corrupt") and cal.store is not None:
         loaded = cal.loaded
         cal.store.backup((loaded.data or {}).get("scoring_version") if loaded.status == "ok" else "corrupt")
@@ -95,6 +111,23 @@ def _recalibrate(cal: Calibration, action: str) -> None:
     cal.startup.agents = done
     cal.startup.error = error
     cal.problem = ""
+
+
+def _wait_current_vectors(cal: Calibration) -> bool:
+    """Wait until the stored vectors are the active model's: its identity decided, no
+    re-embedding pending and (with the task queue on) no row waiting for its vector — so a
+    model change or an original's database found at start is recalibrated on THIS start,
+    on the new model's vectors. False when the process stops first."""
+    while not cal.stopping():
+        if cal.current_fingerprint() is not None:
+            if not cal.settings.task_queue_enabled:
+                return True
+            with cal.db.read() as s:
+                if s.tasks.count_pending() == 0:
+                    return True
+        cal.startup.action = "waiting_for_vectors"
+        cal.wait(VECTORS_POLL)
+    return False
 
 
 def _wait_dim(cal: Calibration) -> int | None:

@@ -29,12 +29,12 @@ from cpersona.storage import Database
 log = logging.getLogger(__name__)
 #: Fingerprint of the scoring functions the gates were measured with; bump on any change
 #: to fusion, penalties, confidence or the gate rules (a mismatch makes the sidecar stale).
-SCORING_VERSION = "cpersona-q4.3-cc"
+SCORING_VERSION = "cpersona-q5-words"
 
 
 def scoring_version(settings: Settings) -> str:
     """SCORING_VERSION plus the settings that change the scores the gates key on (fusion
-    mode, cc α), e.g. "cpersona-q4.3-cc/cc/alpha=0.2": changing either makes a sidecar stale."""
+    mode, cc α), e.g. "cpersona-q5-words/cc/alpha=0.2": changing either makes a sidecar stale."""
     return f"{SCORING_VERSION}/{settings.recall_mode}/alpha={settings.cc_alpha:g}"
 
 
@@ -189,8 +189,9 @@ class CalibrationState:
         """The calibrated gate of `agent_id` for one recall, or the heuristic plus the
         notice explaining why (None when nothing is wrong)."""
         threshold = self.vector_threshold(agent_id)
+        beta = self.beta(agent_id)
         if self.vectors.model_id is None:
-            return AgentGate(threshold)
+            return AgentGate(threshold, beta=beta)
         with self._lock:
             fresh = self._fresh()
             calibrated = fresh and agent_id in self.thresholds
@@ -207,6 +208,7 @@ class CalibrationState:
             fused_gate=gate if self.settings.fused_gate_enabled else None,
             signal=signal,
             cosine_min=threshold if calibrated else None,
+            beta=beta,
             notice=self._notice(agent_id, calibrated, gate, failure, problem, running, signal),
         )
 

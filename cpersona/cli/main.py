@@ -1,14 +1,23 @@
-"""The `cpersona` command and its subcommands; each subcommand module registers its own
-flags and --help (`add_parser`) and runs with the resolved settings.
+"""The `cpersona` command and its subcommands. Each subcommand module registers its own
+flags and --help (`add_parser(subparsers)`, setting `func(settings, args) -> int`) and is
+listed once in COMMANDS; a new command is one more module here.
 
     cpersona [serve]         serve MCP (stdio by default; CPERSONA_TRANSPORT=streamable-http)
-    cpersona embed-server    HTTP /embed server with the bundled model (own flags)
+    cpersona stats | list | recall "query"                read (tables, or --json)
+    cpersona store "text" | update REF "text" | delete REF | lock REF | unlock REF
+    cpersona config          the effective settings and where each came from
     cpersona reembed         re-embed stored rows after an embedding-model change
-    cpersona stats | list | recall "query" | store "text"   for people (tables)
-    cpersona migrate         copy the store between SQLite and PostgreSQL (verified)
+    cpersona proxy           relay MCP from stdio to a remote streamable-HTTP server
+    cpersona embed-server    HTTP /embed server with the bundled model (own flags)
+    cpersona checkup         check (and with --fix repair) a database file; exit 2 = critical
+    cpersona export | import | merge | migrate-channel-axis  move memories between files and agents
+    cpersona backup DEST | restore SRC                       the database and its side files
+    cpersona migrate --to URL | --from URL                   copy the store between SQLite and PostgreSQL
 
-Exit codes: 0 success, 1 the command could not do what was asked, 2 bad configuration or
-an unusable database (one line on stderr, never a traceback), 130 interrupted.
+Exit codes: 0 success; 1 the command ran but could not do what was asked (not found,
+locked, refused); 2 bad usage, configuration or an unusable database (one line on stderr,
+never a traceback); 130 interrupted (Ctrl-C) — except `serve`, for which Ctrl-C is the
+normal way to stop (0).
 """
 
 from __future__ import annotations
@@ -18,13 +27,15 @@ import logging
 import sys
 
 from cpersona import __version__
-from cpersona.cli import human, migrate, reembed, serve
+from cpersona.cli import backup, checkup, export, imports, merge, migrate, proxy, read, reembed, serve, settings, write
+from cpersona.cli.common import USAGE, fail
 from cpersona.config import Settings
-from cpersona.errors import ConfigError, StorageError
+from cpersona.errors import ConfigError, InvalidArgument, StorageError
 
 #: Subcommand modules, each with `add_parser(subparsers)` setting `func(settings, args) -> int`.
-COMMANDS = (serve, reembed, human, migrate)
+COMMANDS = (serve, read, write, settings, reembed, proxy, checkup, export, imports, merge, backup, migrate)
 EMBED_SERVER = "embed-server"
+INTERRUPTED = 130
 
 
 def _setup_logging(level: str) -> None:
@@ -43,7 +54,9 @@ def _limit_math_threads(threads: int) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `cpersona` parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="cpersona", description="Persistent memory for LLM agents over MCP.")
+    parser = argparse.ArgumentParser(prog="cpersona", description="Persistent memory for LLM agents over MCP.",
+                                     epilog="Exit codes: 0 done, 1 refused or not found, 2 bad usage or "
+                                            "configuration.")
     parser.add_argument("--version", action="version", version=f"cpersona {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="command",
                                 help="what to run (default: serve); `cpersona <command> --help` for its flags")
@@ -62,21 +75,22 @@ def main(argv: list[str] | None = None) -> int:
         from cpersona.cli import embed_server
 
         return embed_server.main(argv[1:])
-    args = build_parser().parse_args(argv)
-    if args.command is None:
-        args = build_parser().parse_args(["serve", *argv])
-    settings: Settings | None = None
     try:
-        settings = Settings.from_env()
-        _setup_logging(settings.log_level)
-        _limit_math_threads(settings.embedding_threads)
-        return int(args.func(settings, args))
-    except (ConfigError, StorageError) as err:
-        print(f"cpersona: {err}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            args = build_parser().parse_args(["serve", *argv])
+    except SystemExit as exc:  # --help / --version (0) or bad usage (2)
+        return int(exc.code or 0)
+    resolved: Settings | None = None
+    try:
+        resolved = Settings.from_env()
+        _setup_logging(resolved.log_level)
+        _limit_math_threads(resolved.embedding_threads)
+        return int(args.func(resolved, args))
+    except (ConfigError, StorageError, InvalidArgument) as err:
+        return fail(str(err), USAGE)
     except OSError as err:
-        where = settings.db_path if settings is not None else "?"
-        print(f"cpersona: cannot open the database ({where}): {err}", file=sys.stderr)
-        return 2
+        where = resolved.db_path if resolved is not None else "?"
+        return fail(f"cannot open the database ({where}): {err}", USAGE)
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED

@@ -1,43 +1,100 @@
-"""`cpersona serve` (the default command): run the MCP server until the client disconnects."""
+"""`cpersona serve` (the default command): run the MCP server until the client disconnects
+or Ctrl-C.
+
+The engine's background work — the bundled model's loading, the task queue, the startup
+calibration — starts with the process, in every transport, so the first recall of a
+session gets vectors (a recall or store waits up to CPERSONA_MODEL_WAIT_SECONDS for a model
+still loading). One line on stderr says what runs: version, transport, database, embedding
+backend, and how to stop it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING
 
-from cpersona.config import Settings
+from cpersona import __version__
+from cpersona.cli.common import backend_label
+from cpersona.config import LEGACY_DB_PATH, Settings
 from cpersona.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cpersona.service.engine import Engine
+
+#: Seconds Ctrl-C waits for the engine to close (queue stopped, database closed) before exiting.
+CLOSE_TIMEOUT_SECS = 5.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve MCP on stdio (or streamable HTTP: CPERSONA_TRANSPORT)",
-                       description="Serve the memory over MCP. Configured by CPERSONA_* variables (see README).")
+                       description="Serve the memory over MCP. Configured by CPERSONA_* variables or the settings "
+                                   "file (`cpersona config` shows the effective values).")
     p.set_defaults(func=serve)
 
 
-def check_http_auth(settings: Settings) -> None:
-    """Refuse to serve HTTP without a token unless unauthenticated serving was opted into."""
-    if not settings.auth_token and not settings.allow_unauthenticated_http:
-        raise ConfigError(
-            f"CPERSONA_TRANSPORT=streamable-http on {settings.http_host}:{settings.http_port} needs "
-            "CPERSONA_AUTH_TOKEN, or CPERSONA_ALLOW_UNAUTHENTICATED_HTTP=true to serve without auth"
-        )
+def startup_line(settings: Settings, engine: Engine) -> str:
+    """The one line printed on stderr at start."""
+    from cpersona.mcp.server import HTTP_PATH
+
+    if settings.transport == "stdio":
+        where, stop = "MCP on stdio", "stop: Ctrl-C or close stdin"
+    else:
+        where, stop = f"MCP at http://{settings.http_host}:{settings.http_port}{HTTP_PATH}", "stop: Ctrl-C"
+    db = str(settings.db_file or settings.db_path)
+    if settings.db_file is not None and settings.db_file.parts[-2:] == LEGACY_DB_PATH.parts:
+        db += " (the original CPersona's data/cpersona.db in the working directory)"
+    loading = "" if engine.embedder is None or engine.embedder.ready() else ", loading"
+    return f"cpersona {__version__} — {where} — database {db} — embedding {backend_label(engine.embedder)}" \
+           f"{loading} — {stop}"
 
 
 def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
-    """Run the MCP server until the client disconnects."""
+    """Run the MCP server until the client disconnects (stdio) or Ctrl-C. Returns 0.
+    Access (tokens, ACL file, Host/Origin rules) is checked before the database is opened;
+    the once-per-start update check runs in the background."""
+    from cpersona.mcp.security import Security
     from cpersona.mcp.server import build_server
+    from cpersona.mcp.stdio import run_stdio
     from cpersona.service.engine import Engine
 
-    if settings.transport != "stdio":
-        check_http_auth(settings)
-    engine = Engine(settings, start_background=False)
+    security = Security.from_settings(settings)
+    engine = Engine(settings, start_background=True)
     try:
-        address = (settings.http_host, settings.http_port)
-        app = build_server(engine, settings.log_level, settings.auth_token, address)
+        engine.updates.start()
+        app = build_server(engine, settings.log_level, security.guard(settings))
         if settings.transport == "stdio":
-            app.run("stdio")
-        else:
-            app.run("streamable-http", host=settings.http_host, port=settings.http_port)
+            _stop_on_interrupt(engine)  # before the startup line: a Ctrl-C right after it is handled
+        print(startup_line(settings, engine), file=sys.stderr, flush=True)
+        if settings.transport == "stdio":
+            run_stdio(app)
+        else:  # uvicorn stops on Ctrl-C by itself and returns here
+            from cpersona.mcp.http_app import build_http_app, serve_http
+
+            if security.rules is None:
+                raise ConfigError("streamable HTTP needs the access rules decided at start")
+            serve_http(build_http_app(app, settings, security.check, security.rules), settings)
+    except KeyboardInterrupt:
+        pass
     finally:
         engine.close()
     return 0
+
+
+def _stop_on_interrupt(engine: Engine) -> None:
+    """Ctrl-C on stdio: close the engine (bounded) and exit 0 at once. The SDK reads stdin
+    in a worker thread that a signal cannot interrupt, so the usual KeyboardInterrupt would
+    leave the process waiting for the next line of input. A second Ctrl-C kills at once."""
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        closer = threading.Thread(target=engine.close, name="cpersona-close", daemon=True)
+        closer.start()
+        closer.join(CLOSE_TIMEOUT_SECS)
+        print("cpersona: stopped (Ctrl-C)", file=sys.stderr, flush=True)
+        os._exit(0)
+
+    signal.signal(signal.SIGINT, stop)

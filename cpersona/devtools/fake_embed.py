@@ -1,4 +1,6 @@
-"""A deterministic stand-in for an /embed server (tests, latency benchmarks).
+"""A deterministic stand-in for an /embed server (tests, latency benchmarks), which also
+answers the OpenAI-compatible `POST /v1/embeddings` (`{model, input}` → `{data: [{embedding,
+index}]}`) with vectors deliberately NOT normalised (×3), as some compatible servers do.
 
 Vectors are feature-hashed bags of lower-cased words and character trigrams, L2-normalised:
 texts sharing words or substrings get a high cosine, unrelated texts ~0. No model, no
@@ -54,8 +56,10 @@ class FakeEmbedServer:
     or blipping once.
     """
 
-    def __init__(self, dim: int = 512, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(self, dim: int = 512, port: int = 0, host: str = "127.0.0.1", api_key: str = "") -> None:
         self.dim = dim
+        self.api_key = api_key
+        self.api_headers: list[dict[str, str]] = []
         self.fail = False
         self.fail_next = 0
         self.requests = 0
@@ -67,6 +71,11 @@ class FakeEmbedServer:
     def url(self) -> str:
         host, port = cast("tuple[str, int]", self._httpd.server_address[:2])  # AF_INET: (host, port)
         return f"http://{host}:{port}/embed"
+
+    @property
+    def api_url(self) -> str:
+        """The OpenAI-compatible endpoint."""
+        return self.url.removesuffix("/embed") + "/v1/embeddings"
 
     def start(self) -> FakeEmbedServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -97,6 +106,27 @@ class FakeEmbedServer:
         vectors = [fake_vector(t, self.dim).tolist() for t in texts]
         return 200, {"embeddings": vectors, "dimensions": self.dim, "model": f"fake-hash-{self.dim}"}
 
+    def answer_api(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
+        """(status, JSON) for one POST /v1/embeddings; 401 (echoing the key, as providers
+        do) when `api_key` is set and the bearer differs."""
+        self.requests += 1
+        self.api_headers.append(headers)
+        presented = headers.get("authorization", "")
+        if self.api_key and presented != f"Bearer {self.api_key}":
+            return 401, {"error": {"message": f"Incorrect API key provided: {presented[7:]}",
+                                   "type": "invalid_request_error", "code": "invalid_api_key"}}
+        if self.fail:
+            return 503, {"error": {"message": "fake endpoint is down", "type": "server_error"}}
+        try:
+            doc = json.loads(body)
+            texts = doc["input"]
+            assert isinstance(texts, list) and texts and all(isinstance(t, str) for t in texts)
+        except (ValueError, KeyError, TypeError, AssertionError):
+            return 400, {"error": {"message": "input must be a non-empty list of strings", "type": "invalid"}}
+        rows = [{"object": "embedding", "index": i, "embedding": (3.0 * fake_vector(t, self.dim)).tolist()}
+                for i, t in reversed(list(enumerate(texts)))]
+        return 200, {"object": "list", "data": rows, "model": doc.get("model")}
+
     def _handler(self):
         server = self
 
@@ -118,7 +148,11 @@ class FakeEmbedServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                self._send(*server.answer(self.rfile.read(length)))
+                body = self.rfile.read(length)
+                if self.path.startswith("/v1/embeddings"):
+                    self._send(*server.answer_api(body, {k.lower(): v for k, v in self.headers.items()}))
+                else:
+                    self._send(*server.answer(body))
 
             def do_GET(self) -> None:
                 self._send(200, {"status": "ok", "dimensions": server.dim})

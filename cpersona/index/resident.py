@@ -45,7 +45,7 @@ class ResidentIndexes:
         self.lock = threading.RLock()
         self._indexes: Indexes | None = None
         self._stale: dict[str, tuple[int, int]] = {}
-        self._data_version = db.data_version()
+        self._data_version = db.data_version() or 0
 
     def get(self, dim: int, state: VectorState) -> Indexes:
         """The indexes for dimension `dim`, loading them (outside `state`'s stale ranges)
@@ -56,6 +56,13 @@ class ResidentIndexes:
                 self._indexes = {t: load_index(self.db, t, dim, self._stale[t]) for t in TABLES}
             return self._indexes
 
+    def loaded(self) -> dict[str, tuple[int, int]] | None:
+        """{table: (vectors held, dimension)} of the loaded indexes; None when not loaded."""
+        with self.lock:
+            if self._indexes is None:
+                return None
+            return {t: (len(index), index.dim) for t, index in self._indexes.items()}
+
     def invalidate(self) -> None:
         """Drop the indexes; the next `get` reloads them."""
         with self.lock:
@@ -63,10 +70,12 @@ class ResidentIndexes:
 
     def changed_elsewhere(self) -> bool:
         """True when another connection committed; the changed rows are applied to the
-        loaded indexes, or the indexes are dropped when the backend cannot say which."""
+        loaded indexes, or the indexes are dropped when the backend cannot say which.
+        Never waits for this process's own writer: while it holds the SQLite write lock
+        nothing else can commit, and the next call looks again."""
         with self.lock:
-            version = self.db.data_version()
-            if version == self._data_version:
+            version = self.db.data_version(wait=False)
+            if version is None or version == self._data_version:
                 return False
             changes = self.db.changes_since(self._data_version)
             self._data_version = version

@@ -1,12 +1,11 @@
 """One row of the task queue as the worker sees it: its type and payload checked, or the
-reason it can never run (so it is marked failed instead of retried forever); its age."""
+reason it can never run (so it is marked failed instead of retried forever)."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
-from cpersona.storage.tasks import EMBED, EMBEDDED_TABLES
+from cpersona.storage.tasks import EMBED, EMBEDDED_TABLES, REEMBED
 
 _LEGACY = {
     "update_profile": "queued by an older cpersona that built profiles on the server; this server never "
@@ -28,6 +27,8 @@ class Task:
         self.error: str | None = None
         if self.type in _LEGACY:
             self.error = f"task type {self.type!r} {_LEGACY[self.type]}"
+        elif self.type == REEMBED:
+            pass  # no payload: the re-embedding's progress lives in the recorded identity
         elif self.type != EMBED:
             self.error = f"unknown task type {self.type!r}"
         else:
@@ -51,14 +52,3 @@ class Task:
 
 #: (task, row) where row = (text, agent_id, project_id, channel, created_at, has no vector).
 Work = list[tuple[Task, tuple]]
-
-
-def age_seconds(created_at: str | None, now: float) -> float | None:
-    """Seconds since a task's `created_at` (naive UTC text), None when absent or unreadable."""
-    if not created_at:
-        return None
-    try:
-        then = datetime.strptime(created_at, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
-    return round(max(0.0, now - then), 1)

@@ -8,6 +8,10 @@ Task types
                      vector could be made, so a crash can never leave a vector-less row without
                      its task. At start the worker also enqueues a task for every NULL-embedding
                      row that lacks one (files written by older versions, or in mode none).
+    reembed          payload {}. At most one, queued when the server's start decides on a
+                     model change: each pass re-embeds one batch of the rows that still hold
+                     the previous model's vectors (`jobs.reembed.BackgroundReembed`) and the
+                     task is deleted when none is left. Progress: get_queue_status → reembed.
     update_profile,  left by older versions of the original that summarised on the server;
     archive_episode  this server never summarises → marked failed with that explanation.
     anything else    marked failed ("unknown task type").
@@ -28,8 +32,9 @@ Retry semantics (CPERSONA_TASK_RETRY_DELAY, CPERSONA_TASK_MAX_RETRIES)
     attempts it is marked failed with its last error.
   * Malformed payload / unsupported type: can never succeed → failed at once with the reason.
   * While persistence is paused the worker runs nothing; tasks wait (none is dropped).
-  * Any unexpected error in a pass is logged with its traceback, kept in `last_error`, and
-    the worker tries again after the retry delay: it never dies.
+  * Any unexpected error in a pass is logged with its traceback (a named storage condition —
+    busy, disk full — is logged once by storage/ instead), kept in `last_error`, and the
+    worker tries again after the retry delay: it never dies.
 """
 
 from __future__ import annotations
@@ -39,18 +44,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from cpersona.config import Settings
-from cpersona.embedding.base import Embedder
-from cpersona.errors import EmbeddingError, EmbeddingNotReady
-from cpersona.jobs.queued import Task, Work, age_seconds
+from cpersona.errors import EmbeddingError, EmbeddingNotReady, StorageUnavailable
+from cpersona.jobs.ports import Embeddings, IndexWriter
+from cpersona.jobs.queued import Task, Work
+from cpersona.jobs.reembed import BackgroundReembed
+from cpersona.jobs.status import queue_status
 from cpersona.policy.pause import Pause
 from cpersona.storage import Database, Session
 from cpersona.storage.codec import to_blob
 from cpersona.storage.records import RowRef
+from cpersona.storage.tasks import REEMBED
 
 log = logging.getLogger(__name__)
 
@@ -63,23 +71,6 @@ LOADING_POLL = 0.2
 #: sharing the file cannot wake this one (e.g. rows that process could not embed because
 #: this process owns the recorded model).
 IDLE_POLL = 30.0
-class Embeddings(Protocol):
-    """What the queue needs of the embedding side (`embedding.gateway.EmbeddingGateway`)."""
-
-    embedder: Embedder | None
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        """Vectors, or raise EmbeddingNotReady / EmbeddingError."""
-
-    def vector_for_write(self, session: Session, vec: np.ndarray | None) -> np.ndarray | None:
-        """`vec` if the database still records this backend's model, else None."""
-
-
-class IndexWriter(Protocol):
-    """Where a freshly written vector goes after COMMIT (`index.resident.ResidentIndexes`)."""
-
-    def add(self, table: str, ref: RowRef, vec: np.ndarray) -> None:
-        """Put the vector of `ref` into the resident index."""
 
 
 class _Paused(Exception):
@@ -94,13 +85,17 @@ class TaskQueue:
         embeddings: the embedding gateway.
         index: the resident index that receives vectors written by the queue.
         refresh: called before embedding, to notice another process's model switch.
+        prepare: run once by the worker before anything else (the server decides on the
+            database's model there and queues a re-embedding); returns False to be called
+            again after LOADING_POLL (e.g. the model is still loading).
 
     `notify()` after a write that enqueued work; `wake()` to retry now (resume, tests).
     `status()` is the body of get_queue_status.
     """
 
     def __init__(self, settings: Settings, db: Database, pause: Pause, embeddings: Embeddings, index: IndexWriter,
-                 refresh: Callable[[], None], clock: Callable[[], float] = time.time) -> None:
+                 refresh: Callable[[], None], clock: Callable[[], float] = time.time,
+                 prepare: Callable[[], bool] = lambda: True) -> None:
         self.settings = settings
         self.db = db
         self.pause = pause
@@ -108,6 +103,8 @@ class TaskQueue:
         self.index = index
         self.refresh = refresh
         self.clock = clock
+        self.prepare = prepare
+        self.reembedder = BackgroundReembed(db, embeddings, index.add, self._write, BATCH, self.delay)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -183,24 +180,29 @@ class TaskQueue:
     # --------------------------------------------------------------- worker
     def _run(self) -> None:
         self._set("starting")
-        swept = False
+        prepared = swept = False
         while not self._stop.is_set():
             if self.pause.active():
                 self._set("paused", "persistence is paused (pause_persistence); tasks wait")
                 left = self.pause.status().get("ttl_remaining_seconds") or 0
                 self._sleep(min(self.delay, left + 0.05))
                 continue
+            if not prepared:
+                prepared = self._guarded(self.prepare, "deciding on the database's embedding model", True)
+                if not prepared:
+                    emb = self.embeddings.embedder
+                    self._sleep(LOADING_POLL if emb is not None and not emb.ready() else self.delay)
+                    continue
             if not swept:
-                swept = self._sweep()
+                swept = self._guarded(self._sweep, "enqueueing rows without vectors", True)
             try:
                 wait = self.run_once()
             except _Paused:
                 wait = 0  # the loop head sees the pause
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 — reported by _failed; the worker never dies
                 if self._stop.is_set():
                     break
-                log.exception("task queue pass failed")
-                self.last_error = f"{type(err).__name__}: {err}"
+                self._failed("task queue pass failed", err)
                 self._set("error", self.last_error)
                 wait = self.delay
             if wait == 0:
@@ -209,16 +211,26 @@ class TaskQueue:
         self._set("stopped")
 
     def _sweep(self) -> bool:
-        """Queue rows without a vector; False when paused meanwhile (sweep again later)."""
+        self.enqueue_missing()
+        return True
+
+    def _guarded(self, run: Callable[[], bool], what: str, on_error: bool) -> bool:
+        """`run()`; False when paused meanwhile (run again later); `on_error` after a
+        failure, which is logged and kept in `last_error`."""
         try:
-            self.enqueue_missing()
+            return run()
         except _Paused:
             return False
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 — reported by _failed; the worker never dies
             if not self._stop.is_set():
-                log.exception("task queue: enqueueing rows without vectors failed")
-                self.last_error = f"{type(err).__name__}: {err}"
-        return True
+                self._failed(f"task queue: {what} failed", err)
+            return on_error
+
+    def _failed(self, what: str, err: Exception) -> None:
+        """Record a failed pass; log it with its traceback unless storage/ names it (once)."""
+        if not isinstance(err, StorageUnavailable):
+            log.exception(what)
+        self.last_error = f"{type(err).__name__}: {err}"
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
@@ -238,7 +250,9 @@ class TaskQueue:
         the next pass: 0 = go on now, None = until woken, else seconds."""
         has_backend = self.embeddings.embedder is not None
         now = self.clock()
-        with self._write() as s:  # claimed: another node sharing the database skips these tasks
+        # claimed in a write on a shared database (another node skips these tasks); one
+        # process serves a SQLite file, where reading the due tasks takes no write lock
+        with self._write() if self.db.shared_by_nodes else self.db.read() as s:
             rows = s.tasks.claim(now, has_backend, BATCH)
             nxt = None if rows else s.tasks.next_due(has_backend)
         if not rows:
@@ -251,7 +265,12 @@ class TaskQueue:
         for t in tasks:
             if t.error:
                 self._fail(t, t.error)
-        embeds = [t for t in tasks if not t.error]
+        for t in tasks:
+            if t.type == REEMBED and not t.error and (wait := self.reembedder.step(t)) is not None:
+                self._set("waiting_for_backend", self.reembedder.waiting)
+                self._release(tasks)
+                return wait
+        embeds = [t for t in tasks if not t.error and t.type != REEMBED]
         if embeds:
             wait = self._embed(embeds)
             if wait is not None:
@@ -368,28 +387,5 @@ class TaskQueue:
             return s.tasks.count_pending()
 
     def status(self) -> dict[str, Any]:
-        """Body of get_queue_status (see the module doc for the retry semantics).
-
-        `retries` = sum of the failed attempts of the pending tasks; `retrying` = how many
-        pending tasks failed at least once; `failed` = tasks given up (kept with their error).
-        """
-        with self.db.read() as s:
-            summary = s.tasks.summary()
-        out: dict[str, Any] = {
-            "enabled": self.enabled,
-            "running": self.running(),
-            "state": self.state if self.running() else "stopped",
-            "pending": summary["pending"],
-            "failed": summary["failed"],
-            "retrying": summary["retrying"],
-            "retries": summary["retries"],
-            "max_retries": self.max_retries,
-            "retry_delay": self.delay,
-            "oldest_pending_age_s": age_seconds(summary["oldest"], self.clock()),
-        }
-        if self.waiting_reason and self.running():
-            out["waiting_reason"] = self.waiting_reason
-        if summary["recent_failures"]:
-            out["recent_failures"] = summary["recent_failures"]
-        return out
-
+        """Body of get_queue_status (see `jobs.status.queue_status`)."""
+        return queue_status(self)

@@ -2,64 +2,59 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, cast
+from typing import Any, Literal, cast
 
+from mcp.server.context import ServerMiddleware
 from mcp.server.mcpserver import MCPServer
+from mcp_types import Tool
 
 from cpersona import __version__
-from cpersona.mcp.tools import manage, memory, quality
+from cpersona.mcp import liveness
+from cpersona.mcp.registry import compact_schema
+from cpersona.mcp.tools import health, manage, memory, portable, quality, updates
 from cpersona.service.engine import Engine
-
-if TYPE_CHECKING:  # http_auth is imported only when a token is configured
-    from mcp.server.auth.provider import TokenVerifier
-    from mcp.server.auth.settings import AuthSettings
 
 #: The SDK's log levels (`log_level` is passed upper-cased).
 SdkLogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 SERVER_NAME = "cloto-mcp-cpersona"
+#: Path of the streamable-HTTP endpoint (the SDK's default).
+HTTP_PATH = "/mcp"
 INSTRUCTIONS = (
     "Persistent memory. Call recall(agent_id, query) at the start of a task to get relevant memories "
-    "(the LAST result is the best match); store(agent_id, message={content}) to keep a fact, decision "
-    "or rule; archive_episode(agent_id, summary) at the end of a session."
+    "(the LAST result is the best match); store(agent_id, content) to keep a fact, decision or rule; "
+    "archive_episode(agent_id, summary) at the end of a session."
 )
 
 #: Tool groups, each a module with `register(app, engine)`.
-TOOL_MODULES = (manage, memory, quality)
+TOOL_MODULES = (manage, memory, quality, updates, health, portable)
 
 
-def _start_after_handshake(engine: Engine):
-    """Middleware: start the engine's background work (model loading) with the first
-    message after `initialize`, so the handshake reply is never slowed by it."""
+class MemoryServer(MCPServer):
+    """The SDK's MCPServer publishing compact, self-contained input schemas
+    (`registry.compact_schema`); arguments are still validated by each tool's model."""
 
-    async def middleware(ctx, call_next):
-        result = await call_next(ctx)
-        if ctx.method != "initialize":
-            engine.start_background()
-        return result
-
-    return middleware
+    async def list_tools(self) -> list[Tool]:
+        tools = await super().list_tools()
+        return [t.model_copy(update={"input_schema": compact_schema(t.input_schema)}) for t in tools]
 
 
-def build_server(engine: Engine, log_level: str = "WARNING", auth_token: str = "", http_address=None) -> MCPServer:
-    """An MCPServer exposing every tool group, bound to `engine`.
+def build_server(engine: Engine, log_level: str = "WARNING", guard: ServerMiddleware[Any] | None = None) -> MCPServer:
+    """A MemoryServer exposing every tool group, bound to `engine`. The caller starts the
+    engine's background work (model loading) at process start, in every transport.
 
-    `auth_token` (streamable-HTTP only) requires `Authorization: Bearer <token>` on every
-    request; `http_address` is the (host, port) the HTTP transport binds."""
-    auth: AuthSettings | None = None
-    token_verifier: TokenVerifier | None = None
-    if auth_token:
-        from cpersona.mcp.http_auth import StaticTokenVerifier, auth_settings
-
-        auth, token_verifier = auth_settings(*http_address), StaticTokenVerifier(auth_token)
+    `guard` (ACL mode, `mcp/access.py: AccessGuard`) decides every tool call before it
+    runs. Authentication is not the server's job: the HTTP app (`mcp/http_app.py`) checks
+    bearer tokens before a request reaches it."""
     # MCP `instructions`: the operating context's `[instructions] summary` when present (read once,
     # here), else INSTRUCTIONS; an unusable sidecar is logged once and the server starts anyway.
     instructions = engine.operating_context.instructions() or INSTRUCTIONS
-    app = MCPServer(
+    app = MemoryServer(
         SERVER_NAME, instructions=instructions, version=__version__,
         log_level=cast(SdkLogLevel, log_level.upper()),
-        middleware=[_start_after_handshake(engine)], auth=auth, token_verifier=token_verifier,
+        middleware=[guard] if guard is not None else [],
     )
     for module in TOOL_MODULES:
         module.register(app, engine)
+    liveness.register(app)
     return app

@@ -54,13 +54,29 @@ def identifier(argument: str, value: Any, *, allow_none: bool = False) -> str | 
     return text(argument, value, max_chars=MAX_ID_CHARS)
 
 
-def limit(argument: str, value: Any, *, maximum: int = MAX_LIMIT) -> int:
-    """An integer in 1..maximum (booleans are not integers)."""
+def limit(argument: str, value: Any, *, maximum: int = MAX_LIMIT, minimum: int = 1) -> int:
+    """An integer in minimum..maximum (booleans are not integers)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(argument, f"must be an integer, got {type(value).__name__}")
-    if not 1 <= value <= maximum:
-        raise InvalidArgument(argument, f"must be between 1 and {maximum}, got {value}")
+    if not minimum <= value <= maximum:
+        raise InvalidArgument(argument, f"must be between {minimum} and {maximum}, got {value}")
     return value
+
+
+def clamped_limit(argument: str, value: Any, *, maximum: int) -> int:
+    """A listing's row count clamped to 0..maximum, as the original CPersona clamps it
+    (an integer is required; booleans are not integers)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, f"must be an integer, got {type(value).__name__}")
+    return min(max(value, 0), maximum)
+
+
+def query(value: Any) -> str:
+    """A recall query: NUL characters separate words (as in the original CPersona) and
+    become spaces; otherwise the rules of `text`."""
+    if isinstance(value, str) and "\x00" in value:
+        value = value.replace("\x00", " ")
+    return text("query", value, max_chars=MAX_QUERY_CHARS)
 
 
 def boolean(argument: str, value: Any) -> bool:
@@ -104,13 +120,33 @@ def string_list(argument: str, value: Any, *, max_items: int, max_chars: int) ->
     return tuple(text(f"{argument}[{i}]", item, max_chars=max_chars) for i, item in enumerate(value))
 
 
+#: The ref prefix of each row kind, as recall and list_* print it ("mem:12", "ep:3").
+REF_KINDS = {"memory_id": "mem", "episode_id": "ep"}
+
+
 def row_id(argument: str, value: Any) -> int:
-    """A positive integer row id (booleans are not integers)."""
+    """A positive integer row id. Also accepted: the row's ref as recall prints it
+    ("mem:12" for a memory_id, "ep:3" for an episode_id) or the id as a digit string.
+    Booleans are not integers."""
+    if isinstance(value, str):
+        value = _ref_number(argument, value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(argument, f"must be an integer, got {type(value).__name__}")
+        raise InvalidArgument(argument, f"must be an integer id or a ref like 'mem:12', got {type(value).__name__}")
     if not 1 <= value <= MAX_ROW_ID:
         raise InvalidArgument(argument, f"must be an id between 1 and {MAX_ROW_ID}, got {value}")
     return value
+
+
+def _ref_number(argument: str, value: str) -> int:
+    kind = REF_KINDS.get(argument, "")
+    head, sep, number = value.strip().partition(":")
+    if not sep:
+        head, number = kind, head
+    if head != kind or not (number.isascii() and number.isdigit()):
+        other = next((a for a, k in REF_KINDS.items() if k == head and a != argument), None)
+        hint = f" ({value!r} names a row of the other kind: pass it as {other})" if other else ""
+        raise InvalidArgument(argument, f"must be an id like 12 or a ref like '{kind}:12', got {value!r}{hint}")
+    return int(number)
 
 
 def owner(value: Any) -> str | None:

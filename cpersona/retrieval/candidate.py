@@ -16,6 +16,8 @@ class Candidate:
     None until a stage sets them: `cosine` (vector retriever), `bm25` (FTS; lower = better,
     SQLite convention), `rrf` / `rsf` / `cc` (fusion); `lexical` is the keyword evidence on
     a 0..1 scale used by cc (bm25 / the query's best bm25; 1.0 for a LIKE substring hit).
+    `word_bm25` is the bm25 of the word index and `coverage` the share of the query's word
+    information the row holds (retrieval/lexical.py).
     `penalty` is the product of multiplicative penalties already applied to the scores. With
     confidence scoring on (retrieval/confidence.py) `confidence` is the score the gate keys on
     and `confidence_detail` its response object; `backfilled` marks a cosine computed after
@@ -32,6 +34,8 @@ class Candidate:
     resolved: bool = False
     cosine: float | None = None
     bm25: float | None = None
+    word_bm25: float | None = None
+    coverage: float | None = None
     rrf: float | None = None
     rsf: float | None = None
     cc: float | None = None

@@ -70,7 +70,7 @@ def rrf(channels: Channels, k: int, weights: Weights | None = None) -> list[Cand
 _RAW: dict[str, Callable[[Candidate], float | None]] = {
     "vector": lambda c: c.cosine,
     "episodes": lambda c: None if c.bm25 is None else -c.bm25,
-    "keyword": lambda c: None if c.bm25 is None else -c.bm25,
+    "keyword": lambda c: c.lexical,
 }
 
 
@@ -118,7 +118,8 @@ def cc(channels: Channels, alpha: float) -> list[Candidate]:
         rows = channels.get(name) or []
         best = max((-c.bm25 for c in rows if c.bm25 is not None), default=0.0)
         for cand in rows:
-            cand.lexical = 1.0 if cand.bm25 is None or best <= 0 else -cand.bm25 / best
+            if cand.lexical is None:  # the memory channel scores its own rows (retrieval/lexical.py)
+                cand.lexical = 1.0 if cand.bm25 is None or best <= 0 else -cand.bm25 / best
     ordered: Channels = {name: channels[name] for name in ("vector", "keyword", "episodes") if name in channels}
     merged = _merge({**ordered, **channels})
     fused: dict[tuple[str, int], float] = {}

@@ -58,7 +58,21 @@ class AgentGate:
     fused_gate: float | None = None
     signal: str | None = None
     cosine_min: float | None = None
+    #: precision β of the agent (set_recall_precision; 1.0 = balanced): scales the answer bar.
+    beta: float = 1.0
     notice: dict[str, Any] | None = None
+
+
+def answer_bar(vector_threshold: float, beta: float, vectors: bool = True) -> tuple[float, float]:
+    """(cosine, coverage) that at least one row of a recall must reach for the recall to
+    answer at all (see `Gate.apply`). At β = 1 (balanced): the agent's vector threshold
+    and half of the query's word information; the weight β/(1+β) of precision in an F-β
+    trade-off scales both (strict β 2 → 2/3 of the words, 1.33 × the threshold; lenient
+    β 0.5 → 1/3, 0.67 ×). Without a query vector (embeddings off or unreachable) nothing
+    can vouch for a paraphrase, so the word share asked for is halved: on the hand-written
+    14-memory store, keyword-only recall otherwise answered 8 of 13 answerable questions."""
+    share = beta / (1.0 + beta)
+    return vector_threshold * 2.0 * share, share if vectors else share / 2
 
 
 def min_score(pool: int, deep: bool = False) -> float:
@@ -110,10 +124,16 @@ class Gate:
     gate_signal: str | None = None
     cosine_min: float | None = None
     enabled: bool = True
+    #: the whole query, lower-cased and stripped ('' = none)
+    whole: str = ""
+    #: `answer_bar`: (cosine, coverage); None = every recall answers (no abstention).
+    answer: tuple[float, float] | None = None
 
     def exact(self, cand: Candidate) -> bool:
+        """The row contains a needle, or IS the query (a stored text is findable by itself,
+        however short)."""
         text = cand.content.lower()
-        return any(n in text for n in self.needles)
+        return any(n in text for n in self.needles) or (bool(self.whole) and text.strip() == self.whole)
 
     def passes(self, cand: Candidate) -> bool:
         if cand.kind == PROFILE:
@@ -131,7 +151,7 @@ class Gate:
                 return True
             if calibrated is not None:
                 return value >= calibrated
-            return cand.lexical is not None and cand.lexical >= self.min_score
+            return cand.coverage is not None and cand.coverage >= self.min_score
         if calibrated is not None:
             return value >= calibrated
         if name == "cosine" and self.cosine_min is not None:  # the agent's calibrated vector threshold
@@ -139,7 +159,22 @@ class Gate:
         threshold = self.min_score * 3.0 / (self.rrf_k + 1) if name == "rrf" else self.min_score
         return value >= threshold
 
+    def answers(self, rows: list[Candidate]) -> bool:
+        """Whether the recall has anything to say: some row is an exact match, reaches the
+        answer bar's cosine, or holds its share of the query's word information. A question
+        whose rare words appear in no row and whose nearest row is farther than the vector
+        threshold ("Do we use Kubernetes?" on a store without it) gets no row."""
+        if self.answer is None or not self.enabled or self.blank_query:
+            return True
+        cos_bar, cov_bar = self.answer
+        if all(c.cosine is None and c.coverage is None for c in rows):
+            return True  # no evidence to judge by (FTS off and no vectors): the pool heuristic decides
+        return any(c.kind != PROFILE and (self.exact(c) or (c.cosine or 0.0) >= cos_bar
+                                          or (c.coverage or 0.0) >= cov_bar) for c in rows)
+
     def apply(self, rows: list[Candidate]) -> list[Candidate]:
+        if not self.answers(rows):
+            return [c for c in rows if c.kind == PROFILE and self.passes(c)]
         return [c for c in rows if self.passes(c)]
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from cpersona.config import Settings
 from cpersona.index.vector_index import VectorIndex
 from cpersona.policy.validate import MAX_LIMIT
-from cpersona.retrieval import confidence, fusion, gate, profiles, retrievers, scoring
+from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
@@ -68,6 +68,7 @@ class RecallContext:
     embed_query: Callable[[str], np.ndarray | None]
     weights: dict[str, float] = field(default_factory=dict)
     cc_alpha: float = 0.2
+    recency_weight: float = recency.WEIGHT
     #: Rows the gate governs in a scope; the recall service passes a cached count.
     pool_size: Callable[[Scope], int] | None = None
     episode_penalty: tuple[bool, float, float] = (True, 0.01, 0.5)
@@ -78,11 +79,16 @@ class RecallContext:
     fused_gate: float | None = None
     gate_signal: str | None = None
     cosine_min: float | None = None
+    beta: float = 1.0
     confidence: confidence.ConfidenceParams | None = None
     inject_profiles: bool = True
     # outcome of the last `recall`: rescue flag and the rows returned (best first)
     gate_fallback: bool = False
     returned: list[Candidate] = field(default_factory=list)
+    #: the query's word terms and idf, set by `retrieve` (None: FTS off or blank query)
+    words: lexical.WordQuery | None = None
+    #: whether the vector channel ran (a query vector and a resident index), set by `retrieve`
+    vectors: bool = False
 
 
 def make_context(settings: Settings, session: Session, indexes: dict[str, VectorIndex] | None,
@@ -97,10 +103,11 @@ def make_context(settings: Settings, session: Session, indexes: dict[str, Vector
         memory_index=indexes["memories"] if indexes else None,
         episode_index=indexes["episodes"] if indexes else None,
         embed_query=embed_query, weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
+        recency_weight=s.recency_weight,
         episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
         autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
         gate_enabled=s.gate_enabled, fused_gate=agent_gate.fused_gate, gate_signal=agent_gate.signal,
-        cosine_min=agent_gate.cosine_min,
+        cosine_min=agent_gate.cosine_min, beta=agent_gate.beta,
         confidence=confidence.ConfidenceParams.from_settings(s) if s.confidence_enabled else None,
         inject_profiles=inject_profiles, pool_size=pool_size,
     )
@@ -125,23 +132,26 @@ def _excluded(content: str, exclusions: list[str]) -> bool:
 
 def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate]]:
     """Stage 1: run every retriever; returns ordered channels name → best-first rows."""
-    query = retrievers.Query(req.query, req.scope, req.limit, req.source_id)
     blank = not req.query.strip()
+    words = lexical.word_query(ctx.session, req.query) if ctx.session.search.fts_enabled and not blank else None
+    ctx.words = words
+    query = retrievers.Query(req.query, req.scope, req.limit, req.source_id, words)
     depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
     # Keyword channels first: the query vector may still be computing in another thread.
-    lexical = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth))}
+    keyword_channels = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth))}
     if not blank:
-        lexical["episodes"] = retrievers.episodes_fts(ctx.session, query)
+        keyword_channels["episodes"] = retrievers.episodes_fts(ctx.session, query)
     channels: dict[str, list[Candidate]] = {}
     qvec = None if blank else ctx.embed_query(req.query)
+    ctx.vectors = qvec is not None and ctx.memory_index is not None
     if qvec is not None and ctx.memory_index is not None:
         factor = 1.0 if ctx.mode == "cascade" else 0.5
         channels["vector"] = retrievers.vector(
             ctx.session, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window, ctx.vector_threshold * factor
         )
     for name in ("episodes", "keyword"):  # canonical channel order: vector, episodes, keyword
-        if name in lexical:
-            channels[name] = lexical[name]
+        if name in keyword_channels:
+            channels[name] = keyword_channels[name]
     exclusions = [e.strip().lower() for e in req.exclude_contents if e.strip()]
     if exclusions:
         for name in ("vector", "keyword"):
@@ -197,10 +207,15 @@ def score_confidence(ctx: RecallContext, req: RecallRequest, rows: list[Candidat
 
 
 def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
-    """Everything before the gate: retrieve → fuse → penalise → profiles → confidence."""
+    """Everything before the gate: retrieve → fuse → recency prior → word coverage →
+    penalise → profiles → confidence."""
     channels = retrieve(ctx, req)
     ctx.trace["channels"] = {name: len(found) for name, found in channels.items()}
     rows = fuse(ctx, req, channels)
+    if not _cascaded(ctx, req):
+        rows = recency.apply(rows, req.query, ctx.recency_weight)
+    if ctx.words is not None:
+        lexical.cover(rows, ctx.words)
     rows = penalise(ctx, req, rows)
     rows = add_profiles(ctx, req, rows)
     return score_confidence(ctx, req, rows)
@@ -226,6 +241,8 @@ def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
         pool, gate.min_score(pool, req.deep), ctx.rrf_k, not req.query.strip(), tuple(gate.exact_needles(req.query)),
         fused_gate=None if ctx.fused_gate is None else ctx.fused_gate * half, gate_signal=ctx.gate_signal,
         cosine_min=None if ctx.cosine_min is None else ctx.cosine_min * half, enabled=ctx.gate_enabled,
+        answer=None if req.deep else gate.answer_bar(ctx.vector_threshold, ctx.beta, ctx.vectors),
+        whole=req.query.strip().lower(),
     )
 
 
@@ -262,7 +279,7 @@ def message(cand: Candidate) -> dict[str, Any]:
     sig = gate.signal(cand)
     if sig is not None:
         reason: dict[str, Any] = {"signal": sig[0], "score": sig[1]}
-        for name in ("cosine", "rrf", "rsf", "cc", "lexical"):
+        for name in ("cosine", "rrf", "rsf", "cc", "lexical", "coverage"):
             if getattr(cand, name) is not None:
                 reason[name] = getattr(cand, name)
         if cand.channels:

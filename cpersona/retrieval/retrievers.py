@@ -2,8 +2,9 @@
 Each returns candidates best-first, at most `limit`, inside the query's scope.
 
 * vector   — cosine over the resident scan window (`VectorIndex`), memories then episodes.
-* keyword  — FTS5 MATCH over memories (bm25); LIKE '%query%' only when FTS is disabled, the
-             query has no usable term, or MATCH found nothing.
+* keyword  — FTS5 MATCH over memories, trigram and word indexes fused (retrieval/lexical.py);
+             LIKE '%query%' only when FTS is disabled, the query has no usable term, or
+             neither index matched.
 * episodes — FTS5 MATCH over episode summary + keywords (no LIKE fallback).
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cpersona.index.vector_index import VectorIndex
+from cpersona.retrieval import lexical
 from cpersona.retrieval.candidate import EPISODE, MEMORY, Candidate
 from cpersona.retrieval.term_stats import prune_common
 from cpersona.storage import Session
@@ -34,6 +36,8 @@ class Query:
     scope: Scope
     limit: int
     source_id: str = ""
+    #: the query's word terms and their idf (retrieval/lexical.py); None = look them up
+    words: lexical.WordQuery | None = None
 
     @property
     def episodes_allowed(self) -> bool:
@@ -114,20 +118,28 @@ def backfill_cosine(rows: list[Candidate], qvec: np.ndarray | None, memories: Ve
 
 
 def keyword(session: Session, query: Query) -> list[Candidate]:
-    """Memory keyword channel: FTS5 bm25 ranking, LIKE fallback when it yields nothing.
+    """Memory keyword channel: the trigram and word indexes fused (retrieval/lexical.py);
+    the LIKE fallback when FTS is off or neither index matched.
 
     A blank query returns the newest `limit` memories (pure recency, no score).
     """
     if not query.text.strip():
         return [memory_candidate(r) for r in session.memories.newest(query.scope, query.source_id, query.limit)]
-    found = []
-    if session.search.fts_enabled:
-        for row, rank in _fts(session, "memories_fts", query, lambda expr: session.search.memories_fts(
-                expr, query.scope, query.source_id, query.limit)):
-            cand = memory_candidate(row)
-            cand.bm25 = rank
-            found.append(cand)
-    return found or like(session, query)
+    if not session.search.fts_enabled:
+        return like(session, query)
+    found: dict[int, Candidate] = {}
+    for row, rank in _fts(session, "memories_fts", query, lambda expr: session.search.memories_fts(
+            expr, query.scope, query.source_id, query.limit)):
+        found[row.id] = memory_candidate(row)
+        found[row.id].bm25 = rank
+    wq = query.words or lexical.word_query(session, query.text)
+    for row, rank in lexical.word_hits(session, wq, lambda expr: session.search.memories_words(
+            expr, query.scope, query.source_id, query.limit)):
+        cand = found.setdefault(row.id, memory_candidate(row))
+        cand.word_bm25 = rank
+    if not found:
+        return like(session, query)
+    return lexical.score(list(found.values()), wq)[: query.limit]
 
 
 def like(session: Session, query: Query) -> list[Candidate]:

@@ -14,6 +14,7 @@ dropped when the table has grown or shrunk by more than REFRESH_RATIO since it w
 
 from __future__ import annotations
 
+import math
 import threading
 
 from cpersona.storage import Session
@@ -52,8 +53,32 @@ def prune_common(session: Session, fts_table: str, terms: list[str]) -> list[str
     return keep or [min(terms, key=lambda t: df[t])]
 
 
+def drop_common(session: Session, fts_table: str, terms: list[str], counts: dict[str, int]) -> tuple[str, ...]:
+    """`terms` without those in more than MAX_DF_RATIO of the rows, on tables of MIN_ROWS
+    rows or more (the rarest term always stays); `counts` = rows holding each term."""
+    rows = session.search.table_size(fts_table)
+    if rows < MIN_ROWS or len(terms) < 2:
+        return tuple(terms)
+    keep = [t for t in terms if counts[t] <= MAX_DF_RATIO * rows]
+    return tuple(keep or [min(terms, key=lambda t: counts[t])])
+
+
+def idf(session: Session, fts_table: str, terms: list[str]) -> tuple[dict[str, float], dict[str, int]]:
+    """FTS5's inverse document frequency of each term of `fts_table` (a word-index token):
+    ln((N − n + 0.5) / (n + 0.5)), at least 1e-6, N = rows of the table, n = rows holding
+    the term — the IDF of the bm25 that SQLite ranks with (https://www.sqlite.org/fts5.html,
+    "bm25"), so `Σ idf` is what a row holding every term once, at average length, scores.
+    Returns (idf, n) per term."""
+    rows = session.search.table_size(fts_table)
+    counts = _doc_counts(session, fts_table, rows, set(terms))
+    weights = {t: max(1e-6, math.log((rows - counts[t] + 0.5) / (counts[t] + 0.5))) for t in terms}
+    return weights, {t: counts[t] for t in terms}
+
+
 def _doc_counts(session: Session, fts_table: str, rows: int, grams: set[str]) -> dict[str, int]:
-    """Rows containing each trigram (cached; see module docstring)."""
+    """Rows containing each term (cached from MIN_ROWS rows up; see module docstring)."""
+    if rows < MIN_ROWS:  # short posting lists: exact counts are cheap, and never stale
+        return session.search.term_doc_counts(fts_table, sorted(grams))
     key = (session.search.database_file(), fts_table)
     with _cache_lock:
         filled_at, counts = _cache.get(key, (rows, {}))
@@ -61,7 +86,7 @@ def _doc_counts(session: Session, fts_table: str, rows: int, grams: set[str]) ->
             filled_at, counts = rows, {}
         missing = [g for g in grams if g not in counts]
     if missing:
-        found = session.search.trigram_doc_counts(fts_table, missing)
+        found = session.search.term_doc_counts(fts_table, missing)
         with _cache_lock:
             counts = {**counts, **found}
             _cache[key] = (filled_at, counts)

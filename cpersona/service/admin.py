@@ -13,11 +13,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from cpersona.embedding import identity
-from cpersona.errors import Refused
+from cpersona.errors import Refused, StorageUnavailable
 from cpersona.policy import validate
 from cpersona.policy.pause import MAX_TTL_SECONDS
-from cpersona.service.base import ServiceBase
+from cpersona.service.identity import IdentityService
 from cpersona.service.outcomes import AgentErased, ProfileUpdate, RowChange
 from cpersona.service.paused import skipped_body
 from cpersona.storage import Session
@@ -26,7 +25,7 @@ from cpersona.util.text import sanitize
 log = logging.getLogger(__name__)
 
 
-class AdminService(ServiceBase):
+class AdminService(IdentityService):
     """Management tools; mixed into `Engine`."""
 
     # ------------------------------------------------------------ row changes
@@ -80,15 +79,36 @@ class AdminService(ServiceBase):
 
     def delete_agent_data(self, agent_id: Any) -> AgentErased:
         """Delete everything of one agent: memories (locked ones too), episodes, profiles and
-        queued tasks in ONE transaction, then its vectors in the resident index and its
-        calibration state. Returns the count of each."""
+        queued tasks, then its vectors in the resident index and its calibration state.
+        Returns the count of each.
+
+        The rows go in chunks of about 50 ms each (`Database.write_in_chunks`: a deleted
+        memory also updates the FTS index, so 450k rows take seconds), so erasing a large
+        agent never holds the write lock for long; a row the agent gains meanwhile is
+        erased too. Raises StorageUnavailable when a chunk cannot be
+        written (busy, disk full); the message says what was already erased, and calling
+        again finishes the erase."""
         if (paused := skipped_body(self.pause, "delete_agent_data",
                                    agent_id=agent_id if isinstance(agent_id, str) else None)) is not None:
             return paused
         agent = validate.required_agent(agent_id, "whose data to delete")
-        with self.db.write() as s:
-            counts = s.agents.delete_agent(agent)
+        counts: dict[str, int] = {}
+
+        def chunk(s: Session, rows: int) -> bool:
+            deleted, done = s.agents.delete_agent_chunk(agent, rows)
+            s.after(lambda: _add_counts(counts, deleted))
             s.after(lambda: self.resident.remove_agent(agent))
+            return done
+
+        try:
+            self.db.write_in_chunks(chunk)
+        except StorageUnavailable as err:
+            if not any(counts.values()):
+                raise
+            self.resident.invalidate()  # the agent's remaining vectors are reloaded
+            raise StorageUnavailable(f"{err}. The erase stopped part-way ({_described(counts)} were already "
+                                     "deleted); call delete_agent_data again to finish it", err.kind,
+                                     err.retry_after_ms) from err
         out: AgentErased = {"ok": True, "agent_id": agent, **counts, "deleted_calibration": 0}  # type: ignore[typeddict-item]
         try:
             out["deleted_calibration"] = self.calibration.forget_agent(agent)
@@ -138,13 +158,13 @@ class AdminService(ServiceBase):
         return out
 
     def persistence_status(self) -> dict[str, Any]:
-        """{paused, expires_at, ttl_remaining_seconds, scope} (expiry checked lazily)."""
-        return self.pause.status()
+        """{paused, expires_at, ttl_remaining_seconds, scope, update_notice?} (expiry checked lazily)."""
+        return self.with_update_notice(self.pause.status())
 
     # ------------------------------------------------------ queue, context, stats
     def queue_status(self) -> dict[str, Any]:
-        """Body of get_queue_status (jobs/task_queue.py)."""
-        return self.queue.status()
+        """Body of get_queue_status (jobs/task_queue.py), plus update_notice? (service/updates.py)."""
+        return self.with_update_notice(self.queue.status())
 
     def get_operating_context(self, section: Any = "") -> dict[str, Any]:
         """Body of get_operating_context: the overview, or one doctrine section."""
@@ -152,12 +172,22 @@ class AdminService(ServiceBase):
         return self.operating_context.describe(section)
 
     def stats(self) -> dict[str, Any]:
-        """Counts per agent, the database file and size, FTS state, the stored vectors'
-        model (and rows awaiting re-embedding), the task queue (for `cpersona stats`)."""
+        """Counts per agent, the database file and size, FTS state (`fts_problem`: why the
+        full-text index is unusable, '' when fine), the failure conditions now affecting the
+        file (`storage_conditions`: busy, disk full, …), the stored vectors' model
+        (`vector_report`: rows awaiting re-embedding, vectors of an unrecorded model), the task
+        queue (for `cpersona stats`)."""
         with self.db.read() as s:
             agents = s.agents.stats()
-            state = s.meta.vector_state()
-            stale = identity.stale_count(s, state) if state.pending else 0
-        return {**self.db.describe(), "fts": self.db.fts_enabled, "agents": agents,
-                "stored_model": state.model, "stored_dim": state.dim, "awaiting_reembed": stale,
-                "queue": self.queue.status()}
+        return {**self.db.describe(), "fts": self.db.fts_enabled, "fts_problem": self.db.fts_problem,
+                "storage_conditions": self.db.conditions.snapshot(), "agents": agents,
+                **self.vector_report(), "queue": self.queue.status()}
+
+
+def _add_counts(totals: dict[str, int], counts: dict[str, int]) -> None:
+    for key, n in counts.items():
+        totals[key] = totals.get(key, 0) + n
+
+
+def _described(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {key.removeprefix('deleted_').replace('_', ' ')}" for key, n in counts.items() if n)

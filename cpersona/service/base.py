@@ -16,6 +16,7 @@ from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy.pause import Pause
 from cpersona.policy.projects import OperatingContext
 from cpersona.storage import Database
+from cpersona.updates.checker import UpdateCheck
 
 #: Extra keys of a write refused by the operating context's registry (reject mode).
 REFUSED: dict[str, dict[str, Any]] = {"store": {"result": "rejected"}, "archive_episode": {"episode_id": None}}
@@ -32,6 +33,7 @@ class ServiceBase:
     pause: Pause
     calibration: Calibration
     operating_context: OperatingContext
+    updates: UpdateCheck
 
     def refresh_if_changed(self) -> None:
         """Another process committed to the file: drop the resident indexes and re-read the
@@ -50,7 +52,13 @@ class ServiceBase:
             return None
         with self.resident.lock:
             state = self.gateway.current_state()
-            return self.resident.get(dim, state) if state is not None else None
+            return self.resident.get(dim, state) if state is not None and state.model is not None else None
+
+    def with_update_notice(self, out: dict[str, Any]) -> dict[str, Any]:
+        """`out` plus `update_notice` while a newer release exists or the running one was
+        yanked (status answers; recall gets it once: service/recall.py)."""
+        notice = self.updates.status_notice()
+        return {**out, "update_notice": notice} if notice else out
 
     def gated(self, tool: str, agent_id: Any, project_id: Any, write: bool, run: Callable[[str | None], Any]) -> Any:
         """Run `run(resolved project_id)` behind the operating context's project rules:

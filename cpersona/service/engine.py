@@ -6,7 +6,14 @@ collaborators together, and exposes every tool's behaviour through the service m
     recall.py   recall, recall_with_context, get_contents
     listing.py  list_memories, list_episodes
     admin.py    delete / lock / unlock, delete_agent_data, profiles, pause, queue, stats
+                (identity.py: the embedding model's identity at start and in stats)
     quality.py  calibrate_threshold, set_recall_precision, get_recall_precision
+    updates.py  check_update, the update notice of status answers
+    health.py   check_health, deep_check, the integrity check at start
+    exporting.py, importing.py, merging.py   export / import / merge_memories,
+                migrate_channel_axis (large writes journaled by bulkwrite.py)
+
+`backups.py` (backup / restore) works on the files named by the settings, not on an Engine.
 
 The MCP tools (cpersona/mcp/tools/) and the CLI (cpersona/cli/) call these methods and only
 serialise what they return. Thread-safety: every public method may be called from any
@@ -15,6 +22,8 @@ thread; network I/O (embedding) never happens while the write lock is held.
 
 from __future__ import annotations
 
+import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from cpersona.calibration.runner import Calibration
@@ -28,14 +37,20 @@ from cpersona.index.resident import ResidentIndexes
 from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy.pause import Pause
 from cpersona.policy.projects import OperatingContext
+from cpersona.service import bulkwrite
 from cpersona.service.admin import AdminService
+from cpersona.service.health import HealthService
 from cpersona.service.listing import ListingService
+from cpersona.service.merging import MergeService
 from cpersona.service.quality import QualityService
 from cpersona.service.recall import PoolCounts, RecallService
+from cpersona.service.updates import UpdateService
 from cpersona.service.writes import WriteService
 from cpersona.storage.backend import open_database
+from cpersona.updates.checker import UpdateCheck
 
 _UNSET: object = object()
+log = logging.getLogger(__name__)
 
 
 class _IndexAccess:
@@ -46,38 +61,51 @@ class _IndexAccess:
         self.current = engine.indexes
 
 
-class Engine(WriteService, RecallService, ListingService, AdminService, QualityService):
+class Engine(WriteService, RecallService, ListingService, AdminService, QualityService, UpdateService,
+             HealthService, MergeService):
     """The memory server's service layer over one database.
 
     Args:
         settings: resolved configuration (`Settings.from_env()`).
         embedder: backend to use; default builds one from settings (None = mode none).
         start_background: start model loading, the task queue worker and the startup
-            calibration now; the MCP server passes False and calls `start_background()`
-            once `initialize` is answered, so loading a model never delays the handshake.
+            calibration now (all in background threads: the MCP server does so at process
+            start, so the model loads while the handshake is answered); CLI commands pass
+            False (the server runs the queue).
+        model_authority: this process may change the database's recorded embedding model
+            (the server, `cpersona reembed`); False for every other command, which reports
+            a mismatch and searches by keyword instead (service/identity.py).
 
     Raises:
         ConfigError: the configured embedding backend cannot be built.
         SchemaTooNew: the database file was written by a newer cpersona.
+        StorageError: the file cannot be opened at all (a damaged file that can still be
+            read is served read-only; `damage` says why).
     """
 
     def __init__(self, settings: Settings, embedder: Embedder | object | None = _UNSET,
-                 start_background: bool = True) -> None:
+                 start_background: bool = True, model_authority: bool = True) -> None:
         self.settings = settings
         backend = build_embedder(settings) if embedder is _UNSET else embedder
-        self.db = open_database(settings)
+        self.db, self.damage = open_database(settings)
         self.pause = Pause()
         self.gateway = EmbeddingGateway(backend, self.db, Advisory(settings.degraded_advisory),  # type: ignore[arg-type]
-                                        QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl))
+                                        QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl),
+                                        authority=model_authority)
         self.resident = ResidentIndexes(self.db)
-        self.queue = TaskQueue(settings, self.db, self.pause, self.gateway, self.resident, self.refresh_if_changed)
+        self.queue = TaskQueue(settings, self.db, self.pause, self.gateway, self.resident, self.refresh_if_changed,
+                               prepare=self._prepare_identity)
         self.gateway.on_recovered = self.queue.wake  # rows queued while the backend was away can be embedded now
-        self.gateway.on_identity = self.resident.invalidate
+        self.gateway.on_identity = self._identity_decided
+        if self.db.fts_problem:  # the full-text index is unusable here: every recall says so
+            self.gateway.advisory.set_keyword_problem(f"SQLite {self.db.sqlite_version}: {self.db.fts_problem}")
         self.operating_context = OperatingContext.from_settings(settings)
         self.calibration = Calibration(settings, self.db, self.gateway, _IndexAccess(self), self.pause)
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
         self._pool_counts = PoolCounts()
         self._started = False
+        # Built idle: the server starts it once per process (cli/serve.py); tools and the CLI never fetch.
+        self.updates = UpdateCheck(settings)
         if start_background:
             self.start_background()
 
@@ -91,22 +119,38 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         return self.gateway.advisory
 
     def start_background(self) -> None:
-        """Start loading the embedding model, the task queue worker and the startup
-        calibration. Idempotent."""
+        """Start loading the embedding model, the task queue worker, the startup
+        calibration and the integrity check (a read-only file runs neither queue nor
+        calibration: they write). Idempotent."""
         if self._started:
             return
         self._started = True
         start = getattr(self.embedder, "start", None)
         if start is not None:
             start()
-        if self.settings.task_queue_enabled:
+        if self.settings.task_queue_enabled and not self.db.read_only:
             self.queue.start()
-        self.calibration.start()
+        if not self.db.read_only:
+            self.calibration.start()
+            with self.db.read() as s:
+                interrupted = bool(s.journal.ops())
+            if interrupted:
+                threading.Thread(target=self._recover_bulk_writes, name="cpersona-bulk-recovery", daemon=True).start()
+        if self.settings.startup_integrity_check and not self.db.memory:
+            self.start_integrity_watch()
+
+    def _recover_bulk_writes(self) -> None:
+        """Undo (or finish) the imports and merges a killed process left half done."""
+        try:
+            bulkwrite.recover(self.db, self._forget_rows)
+        except Exception:
+            log.exception("recovering interrupted imports / merges failed; the next bulk write retries")
 
     def close(self) -> None:
         """Stop background work and close the database and backend. Idempotent."""
         self.queue.stop()
         self.calibration.stop()
+        self.stop_integrity_watch()
         self._query_pool.shutdown(wait=True)
         self.gateway.close()
         self.db.close()

@@ -15,7 +15,11 @@ class StoreResult(TypedDict):
     result: str  # "stored" | "skipped" | "rejected"
     id: NotRequired[int | str | None]
     embedded: NotRequired[bool]
+    locked: NotRequired[bool]
     reason: NotRequired[str]
+    truncated: NotRequired[bool]
+    original_length: NotRequired[dict[str, int]]
+    max_length: NotRequired[int]
 
 
 class ArchiveResult(TypedDict):
@@ -25,6 +29,9 @@ class ArchiveResult(TypedDict):
     episode_id: int | None
     embedded: NotRequired[bool]
     error: NotRequired[str]
+    truncated: NotRequired[bool]
+    original_length: NotRequired[dict[str, int]]
+    max_length: NotRequired[int]
 
 
 class RowChange(TypedDict, total=False):
@@ -38,6 +45,9 @@ class RowChange(TypedDict, total=False):
     unlocked_id: int | None
     embedded: bool
     error: str
+    truncated: bool
+    original_length: dict[str, int]
+    max_length: int
 
 
 class RecallResult(TypedDict):
@@ -48,6 +58,7 @@ class RecallResult(TypedDict):
     gate: NotRequired[dict[str, Any]]
     gate_fallback: NotRequired[bool]
     full_content_budget_chars: NotRequired[int]
+    update_notice: NotRequired[str]
 
 
 class AgentErased(TypedDict):

@@ -26,6 +26,11 @@ SKIPPED: dict[str, dict[str, Any]] = {
                             "percentile": None, "embedding_dim": None, "distribution": None,
                             "null_admit_rate": None, "new_threshold": None},
     "set_recall_precision": {"ok": True, "fused_gate": None, "calibrate": None},
+    "import_memories": {"ok": True, "imported_memories": 0, "skipped_memories": 0, "imported_episodes": 0,
+                        "skipped_episodes": 0, "profile_updated": False},
+    "merge_memories": {"ok": True, "source_agent_id": None, "target_agent_id": None, "strategy": None, "mode": None,
+                       "merged_memories": 0, "skipped_memories": 0, "merged_episodes": 0, "skipped_episodes": 0,
+                       "profile_copied": False, "skipped_profile": False},
 }
 
 

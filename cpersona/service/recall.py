@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from cpersona.errors import StorageUnavailable
 from cpersona.policy import validate
 from cpersona.retrieval import context as conversation
 from cpersona.retrieval import preview
@@ -25,6 +26,7 @@ from cpersona.retrieval.pipeline import RecallContext, RecallRequest, make_conte
 from cpersona.retrieval.pipeline import recall as run_pipeline
 from cpersona.service.base import ServiceBase
 from cpersona.service.outcomes import RecallResult
+from cpersona.service.shaping import compact_recall
 from cpersona.storage import Database
 from cpersona.storage.scope import Scope
 
@@ -41,7 +43,10 @@ class PoolCounts:
         self._stamp: tuple[int, int] | None = None
 
     def get(self, db: Database, scope: Scope) -> int:
-        stamp = db.change_stamp()
+        stamp = db.change_stamp(wait=False)  # never wait for this process's writer (a long import)
+        if stamp is None:
+            with db.read() as s:
+                return s.search.pool_size(scope)
         with self._lock:
             if self._stamp != stamp:
                 self._cache, self._stamp = {}, stamp
@@ -62,25 +67,36 @@ class RecallService(ServiceBase):
     _pool_counts: PoolCounts
 
     def recall(self, req: RecallRequest, trace: dict | None = None, preview_rows: bool = False,
-               full_content: bool = False) -> RecallResult:
+               full_content: bool = False, verbose: bool | None = None) -> RecallResult:
         """Hybrid recall. Returns `{messages: [...], advisory?, gate?, gate_fallback?}` with
         messages ordered worst → best (the LAST element is the best match). With
         `preview_rows` (the MCP tool) long rows are previews unless `full_content`
-        (retrieval/preview.py). The operating context's project rules apply to project_id.
+        (retrieval/preview.py). `verbose` False (the tools' default) rounds scores to 4
+        decimals and cuts `match_reason` to `{signal, score}` unless CPERSONA_RECALL_VERBOSE;
+        True keeps every channel's score, rounded; None (library callers) returns the
+        pipeline's rows unchanged (service/shaping.py).
+        limit 0 answers no rows; a NUL in the query separates words. The operating context's
+        project rules apply to project_id.
 
-        Raises InvalidArgument for a malformed request (limit outside 1..100, …)."""
+        Raises InvalidArgument for a malformed request (limit outside 0..100, …)."""
         def run(project: str | None) -> RecallResult:
             out = self._recall(replace(req, project_id=project), trace)
-            return self._shaped(out, preview_rows, full_content)
+            return self._shaped(out, preview_rows, full_content, verbose)
 
         return self.gated("recall", req.agent_id, req.project_id, False, run)
 
-    def _shaped(self, out: Any, preview_rows: bool, full_content: bool) -> Any:
+    def _shaped(self, out: Any, preview_rows: bool, full_content: bool, verbose: bool | None) -> Any:
+        if verbose is not None:
+            out = compact_recall(out, verbose or self.settings.recall_verbose)
         return preview.shape_recall(out, self.settings.recall_preview_chars, full_content) if preview_rows else out
 
     def _recall(self, req: RecallRequest, trace: dict | None = None) -> RecallResult:
+        req = replace(req, query=validate.query(req.query))
         _check_request(req)
+        if req.limit == 0:
+            return {"messages": []}
         self.refresh_if_changed()
+        self.gateway.wait_for_backend(self.settings.model_wait_seconds)
         # The query is embedded in a worker thread while the keyword retrievers run.
         use_vectors = self.gateway.embedder is not None and bool(req.query.strip())
         pending = self._query_pool.submit(self.gateway.embed_query, req.query) if use_vectors else None
@@ -97,6 +113,9 @@ class RecallService(ServiceBase):
         advisory = self.gateway.advisory.payload()
         if advisory:
             response["advisory"] = advisory
+        notice = self.updates.recall_notice()
+        if notice:
+            response["update_notice"] = notice
         return response
 
     def pool_size(self, scope: Scope) -> int:
@@ -126,11 +145,13 @@ class RecallService(ServiceBase):
             try:
                 with self.db.write() as s:
                     s.memories.bump_recalled(ids)
+            except StorageUnavailable:
+                pass  # a missed bump must not fail the recall; storage/ logs the condition once
             except Exception as err:  # noqa: BLE001 — a missed bump must not fail the recall; it is logged
                 log.warning("recall_count bump failed: %s", err)
 
     def recall_with_context(self, req: RecallRequest, external_context: Any = None, preview_rows: bool = False,
-                            full_content: bool = False) -> dict[str, Any]:
+                            full_content: bool = False, verbose: bool | None = None) -> dict[str, Any]:
         """Recall merged with the caller's conversation: every context entry's text is
         excluded from the recall, then user/assistant entries are appended and everything is
         sorted chronologically (timestamp ascending; "" first) — retrieval/context.py."""
@@ -140,7 +161,7 @@ class RecallService(ServiceBase):
             merged = replace(req, project_id=project,
                              exclude_contents=tuple(req.exclude_contents) + conversation.exclusions(entries))
             out = conversation.merge(self._recall(merged), entries)
-            return self._shaped(out, preview_rows, full_content)
+            return self._shaped(out, preview_rows, full_content, verbose)
 
         return self.gated("recall_with_context", req.agent_id, req.project_id, False, run)
 
@@ -155,8 +176,7 @@ class RecallService(ServiceBase):
 
 def _check_request(req: RecallRequest) -> None:
     validate.identifier("agent_id", req.agent_id)
-    validate.text("query", req.query, max_chars=validate.MAX_QUERY_CHARS)
-    validate.limit("limit", req.limit)
+    validate.limit("limit", req.limit, minimum=0)
     validate.identifier("channel", req.channel)
     validate.identifier("project_id", req.project_id, allow_none=True)
     validate.identifier("source_id", req.source_id)

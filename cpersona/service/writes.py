@@ -34,7 +34,9 @@ class WriteService(ServiceBase):
                         replaces: bool = False) -> tuple[RowRef | None, bool]:
         """The shared write step (module doc). `write(session, blob)` writes the row and
         returns its ref (None = nothing written); `replaces` = an existing row's text changed.
+        A bundled model still loading is waited for up to CPERSONA_MODEL_WAIT_SECONDS.
         Returns (ref, embedded)."""
+        self.gateway.wait_for_backend(self.settings.model_wait_seconds)
         vec = self.gateway.embed_one(text)
         self.refresh_if_changed()
         with self.db.write() as s:
@@ -60,22 +62,26 @@ class WriteService(ServiceBase):
     def store(self, agent_id: Any, content: Any, **message: Any) -> StoreResult:
         """Write one memory. Dedup = skip, never upsert.
 
-        Keyword args: msg_id, source (dict), timestamp (ISO-8601), metadata (dict),
-        channel, project_id (the operating context's project rules apply). Returns
-        `{ok: true, result: "stored", id, embedded}` | `{ok: true, result: "skipped", reason, id?}` |
-        `{ok: false, result: "rejected", reason}` (reason names the argument and rule).
-        While persistence is paused: the skipped body (`persisted: false`), nothing written.
+        Keyword args: msg_id, source (dict, or a string: see util.text.normalize_source),
+        timestamp (ISO-8601), metadata (dict), channel, project_id (the operating context's
+        project rules apply), lock (bool: lock the new memory in the same transaction).
+        Returns `{ok: true, result: "stored", id, embedded, locked?, truncated?, original_length?,
+        max_length?}` | `{ok: true, result: "skipped", reason, id?}` | `{ok: false, result:
+        "rejected", reason}` (reason names the argument and rule). Content longer than
+        CPERSONA_MAX_CONTENT_LENGTH is cut to it and the answer says so. While persistence is
+        paused: the skipped body (`persisted: false`), nothing written.
         """
         project = message.pop("project_id", "")
         return self.gated("store", agent_id, project, True,
                           lambda p: self._store(agent_id, content, project_id=p, **message))
 
-    def _store(self, agent_id: Any, content: Any, **message: Any) -> StoreResult:
+    def _store(self, agent_id: Any, content: Any, lock: Any = False, **message: Any) -> StoreResult:
         if (paused := skipped_body(self.pause, "store")) is not None:
             return paused
         try:
-            draft = drafts.prepare_memory(agent_id, content, max_content=self.settings.max_content_length,
-                                          max_metadata=self.settings.max_metadata_length, **message)
+            lock = validate.boolean("lock", lock)
+            draft, cuts = drafts.prepare_memory(agent_id, content, max_content=self.settings.max_content_length,
+                                                max_metadata=self.settings.max_metadata_length, **message)
         except InvalidArgument as err:
             return {"ok": False, "result": "rejected", "reason": str(err)}
         with self.db.read() as s:
@@ -89,20 +95,28 @@ class WriteService(ServiceBase):
             if again:
                 found.append(again)
                 return None
-            return s.memories.insert(draft, blob)
+            ref = s.memories.insert(draft, blob)
+            if ref is not None and lock:
+                s.memories.set_locked(ref.id, None, True)
+            return ref
 
         ref, embedded = self._write_embedded("memories", draft.content, write)
         if found:
             return {"ok": True, "result": "skipped", "reason": found[0][0], "id": found[0][1]}
         if ref is None:
             return {"ok": True, "result": "skipped", "reason": "duplicate (unique index)"}
-        return {"ok": True, "result": "stored", "id": ref.id, "embedded": embedded}
+        out: StoreResult = {"ok": True, "result": "stored", "id": ref.id, "embedded": embedded}
+        if lock:
+            out["locked"] = True
+        out.update(drafts.cut_report(cuts))  # type: ignore[typeddict-item]
+        return out
 
     def archive_episode(self, agent_id: Any, summary: Any, **fields: Any) -> ArchiveResult:
         """Store a caller-computed session summary; moves the episode boundary (older
         memories rank lower). Keyword args: keywords, history (list of {timestamp}),
-        resolved, channel, project_id. Returns `{ok: true, episode_id, embedded}` or
-        `{ok: false, episode_id: null, error}`. Paused: the skipped body."""
+        resolved, channel, project_id. Returns `{ok: true, episode_id, embedded, truncated?,
+        original_length?, max_length?}` (a summary or keywords over CPERSONA_MAX_CONTENT_LENGTH
+        is cut) or `{ok: false, episode_id: null, error}`. Paused: the skipped body."""
         project = fields.pop("project_id", "")
         return self.gated("archive_episode", agent_id, project, True,
                           lambda p: self._archive(agent_id, summary, project_id=p, **fields))
@@ -111,11 +125,13 @@ class WriteService(ServiceBase):
         if (paused := skipped_body(self.pause, "archive_episode")) is not None:
             return paused
         try:
-            draft = drafts.prepare_episode(agent_id, summary, max_content=self.settings.max_content_length, **fields)
+            draft, cuts = drafts.prepare_episode(agent_id, summary, max_content=self.settings.max_content_length,
+                                                 **fields)
         except InvalidArgument as err:
             return {"ok": False, "episode_id": None, "error": str(err)}
         ref, embedded = self._write_embedded("episodes", draft.summary, lambda s, blob: s.episodes.insert(draft, blob))
-        return {"ok": True, "episode_id": ref.id if ref else None, "embedded": embedded}
+        out: ArchiveResult = {"ok": True, "episode_id": ref.id if ref else None, "embedded": embedded}
+        return {**out, **drafts.cut_report(cuts)}  # type: ignore[typeddict-item]
 
     def update_memory(self, memory_id: Any, content: Any, agent_id: Any = None) -> RowChange:
         """Replace a memory's content; re-embeds it, keeps its id, msg_id, source, timestamp,
@@ -126,7 +142,7 @@ class WriteService(ServiceBase):
             return paused
         mid = validate.row_id("memory_id", memory_id)
         owner = validate.owner(agent_id)
-        clean = drafts.clean_text("content", content, self.settings.max_content_length)
+        clean, cut = drafts.clean_text("content", content, self.settings.max_content_length)
         try:
             with self.db.read() as s:
                 s.memories.check_writable(mid, owner)  # answer early, before embedding
@@ -134,4 +150,5 @@ class WriteService(ServiceBase):
                 "memories", clean, lambda s, blob: s.memories.update_content(mid, owner, clean, blob), replaces=True)
         except Refused as err:
             return {"ok": False, "error": str(err)}
-        return {"ok": True, "updated_id": mid, "embedded": embedded}
+        out: RowChange = {"ok": True, "updated_id": mid, "embedded": embedded}
+        return {**out, **drafts.cut_report([cut] if cut else [])}  # type: ignore[typeddict-item]

@@ -43,8 +43,11 @@ class AgentRepo:
         rows = self.conn.execute(STATS_QUERY).fetchall()
         return [dict(zip(STATS_COLUMNS, r)) for r in rows]
 
-    def delete_agent(self, agent_id: str) -> dict[str, int]:
-        """Delete every memory (locked ones too, by design), profile, episode and queued task
-        of `agent_id` (write transaction); returns the count per table."""
-        return {key: self.conn.execute(f"DELETE FROM {table} WHERE agent_id = ?", (agent_id,)).rowcount
-                for key, table in ERASED}
+    def delete_agent_chunk(self, agent_id: str, limit: int) -> tuple[dict[str, int], bool]:
+        """Delete up to `limit` memories (locked ones too, by design), profiles, episodes and
+        queued tasks of `agent_id` (write transaction). Returns the count per table and
+        whether the agent has no row left (every table had fewer than `limit`)."""
+        counts = {key: self.conn.execute(
+            f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE agent_id = ? LIMIT ?)",
+            (agent_id, limit)).rowcount for key, table in ERASED}
+        return counts, all(n < limit for n in counts.values())

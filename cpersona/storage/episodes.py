@@ -54,12 +54,17 @@ class EpisodeRepo:
         sql = f"SELECT {ROW_COLUMNS} FROM episodes e WHERE e.id IN ({marks}) AND {where}"
         return {row[0]: EpisodeRow._make(row) for row in self.conn.execute(sql, [*ids, *params])}
 
-    def listing(self, scope: Scope, limit: int) -> list[dict[str, Any]]:
-        """Newest first: dicts with LIST_COLUMNS."""
+    def listing(self, scope: Scope, limit: int, before: tuple[str, int] | None = None) -> list[dict[str, Any]]:
+        """Newest first: dicts with LIST_COLUMNS. `before` =
+        (created_at, id) of the last row already listed: only older rows (the next page)."""
         where, params = scope.predicate()
+        args: list[Any] = list(params)
+        if before is not None:
+            where = f"({where}) AND (created_at < ? OR (created_at = ? AND id < ?))"
+            args += [before[0], before[0], before[1]]
         rows = self.conn.execute(
             f"SELECT {', '.join(LIST_COLUMNS)} FROM episodes WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-            [*params, limit],
+            [*args, limit],
         ).fetchall()
         return [dict(zip(LIST_COLUMNS, r)) for r in rows]
 

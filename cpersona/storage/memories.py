@@ -17,6 +17,7 @@ from typing import Any
 from cpersona.errors import Refused
 from cpersona.storage.records import MemoryDraft, MemoryRow, RowRef
 from cpersona.storage.scope import Scope, source_id_predicate
+from cpersona.util.words import canonical_forms, index_form
 
 #: Columns of a `MemoryRow`, for a table aliased `m`.
 ROW_COLUMNS = "m.id, m.content, m.timestamp, m.created_at, m.source, m.msg_id"
@@ -47,15 +48,23 @@ def refusal(row: tuple | None, memory_id: int, owner: str | None, *, lock_matter
 class MemoryRepo:
     """Queries on `memories` over one connection (see `storage.session.Session`)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, word_index: bool = False) -> None:
         self.conn = conn
+        self.word_index = word_index  # keep `memories_words` in step (schema.WORD_TABLES)
+
+    def _index_words(self, memory_id: int, content: str, replace: bool = False) -> None:
+        if self.word_index:
+            if replace:
+                self.conn.execute("DELETE FROM memories_words WHERE rowid = ?", (memory_id,))
+            self.conn.execute("INSERT INTO memories_words(rowid, body) VALUES (?, ?)", (memory_id, index_form(content)))
 
     # ------------------------------------------------------------------ write
     def find_duplicate(self, d: MemoryDraft) -> tuple[str, int] | None:
         """(reason, existing id) when the memory is already visible to its own scope.
 
         msg_id: same agent, project ∈ {P, ''}, any channel. content: same agent,
-        project ∈ {P, ''}, channel ∈ {C, ''}. A global write never collides with a bucket copy.
+        project ∈ {P, ''}, channel ∈ {C, ''}, the same text in any Unicode normal form
+        (NFC / NFD twins are one memory). A global write never collides with a bucket copy.
         """
         projects = (d.project_id, "")
         if d.msg_id:
@@ -66,10 +75,11 @@ class MemoryRepo:
             ).fetchone()
             if row:
                 return "duplicate msg_id", row[0]
+        forms = canonical_forms(d.content)
         row = self.conn.execute(
-            "SELECT id FROM memories WHERE agent_id = ? AND project_id IN (?, ?) AND channel IN (?, ?) AND content = ? "
-            "ORDER BY id LIMIT 1",
-            (d.agent_id, *projects, d.channel, "", d.content),
+            "SELECT id FROM memories WHERE agent_id = ? AND project_id IN (?, ?) AND channel IN (?, ?) "
+            f"AND content IN ({','.join('?' * len(forms))}) ORDER BY id LIMIT 1",
+            (d.agent_id, *projects, d.channel, "", *forms),
         ).fetchone()
         return ("duplicate content", row[0]) if row else None
 
@@ -82,6 +92,7 @@ class MemoryRepo:
         )
         if cur.rowcount == 0 or cur.lastrowid is None:
             return None
+        self._index_words(cur.lastrowid, d.content)
         created = self.conn.execute("SELECT created_at FROM memories WHERE id = ?", (cur.lastrowid,)).fetchone()[0]
         return RowRef(cur.lastrowid, d.agent_id, d.project_id, d.channel, created)
 
@@ -130,6 +141,7 @@ class MemoryRepo:
             raise Refused(f"memory {memory_id}: the new content collides with another memory ({err})") from None
         if cur.rowcount == 0 or row is None:
             raise self._why(memory_id, owner, lock_matters=True)
+        self._index_words(memory_id, content, replace=True)
         return RowRef(memory_id, row[0], row[1], row[2], row[3])
 
     def delete(self, memory_id: int, owner: str | None) -> RowRef:
@@ -173,12 +185,17 @@ class MemoryRepo:
         where, params = row_filter(scope, source_id)
         return [r[0] for r in self.conn.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
 
-    def listing(self, scope: Scope, limit: int) -> list[dict[str, Any]]:
-        """Newest first: dicts with LIST_COLUMNS (`source` as stored JSON text)."""
+    def listing(self, scope: Scope, limit: int, before: tuple[str, int] | None = None) -> list[dict[str, Any]]:
+        """Newest first: dicts with LIST_COLUMNS (`source` as stored JSON text). `before` =
+        (created_at, id) of the last row already listed: only older rows (the next page)."""
         where, params = scope.predicate()
+        args: list[Any] = list(params)
+        if before is not None:
+            where = f"({where}) AND (created_at < ? OR (created_at = ? AND id < ?))"
+            args += [before[0], before[0], before[1]]
         rows = self.conn.execute(
             f"SELECT {', '.join(LIST_COLUMNS)} FROM memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-            [*params, limit],
+            [*args, limit],
         ).fetchall()
         return [dict(zip(LIST_COLUMNS, r)) for r in rows]
 

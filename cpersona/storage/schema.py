@@ -1,27 +1,15 @@
 """The stored format: schema v13 of the original CPersona plus our additive columns and
-`cpersona_meta` table (docs/storage.md describes every table), and the migration to it.
+`cpersona_meta` table (docs/storage.md describes every table), as tables of DDL.
 
-`migrate(conn, fts_enabled)` brings any file — empty, or written by an older schema — to
-the current format by running the named steps of `STEPS` in order. Every step is
-idempotent (a column is added only after checking `PRAGMA table_info`, DDL uses
-IF NOT EXISTS), and the version stamp is written only after all of them succeeded, so an
-interrupted migration is simply run again on the next open. A file stamped with a version
-newer than `SCHEMA_VERSION` raises `SchemaTooNew` before anything is written to it.
+How a file is brought to this format is `storage/migration.py`: its steps read these tables,
+so a new table, column, index, FTS table or trigger is one entry here.
 """
 
 from __future__ import annotations
 
-import logging
-import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from cpersona.errors import SchemaTooNew
-
-log = logging.getLogger(__name__)
-
 SCHEMA_VERSION = 13
-#: PRAGMA user_version bit 0: an FTS rebuild is pending (survives a crash mid-bootstrap).
+#: PRAGMA user_version bit 0: the FTS index must be rebuilt before it is used again (set while
+#: its triggers are off; the original CPersona reads the same bit).
 FTS_REBUILD_PENDING = 1
 
 
@@ -150,134 +138,20 @@ FTS_TRIGGERS = {
         INSERT INTO episodes_fts(rowid, summary, keywords) VALUES (new.id, new.summary, new.keywords); END""",
 }
 
+#: Ours, beyond v13: the word index beside the trigram index — stemmed words and CJK/Hangul
+#: bigrams of the NFKC text (cpersona/util/words.py). `MemoryRepo.insert` / `update_content`
+#: write its rows because the form is computed in Python; the triggers only remove rows, so a
+#: write by the original CPersona (which knows neither table nor function) cannot fail on
+#: them. Rows it added or changed are indexed at our next open (migration step "word index").
+WORD_TABLES = {
+    "memories_words": "CREATE VIRTUAL TABLE IF NOT EXISTS memories_words USING fts5("
+    "body, tokenize='unicode61 remove_diacritics 0')",
+}
 
-def stored_version(conn: sqlite3.Connection) -> int | None:
-    """MAX(version) of schema_version, or None when the table is absent (new file)."""
-    if not _exists(conn, "table", "schema_version"):
-        return None
-    row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-    return row[0]
-
-
-def check_not_newer(conn: sqlite3.Connection, path: str) -> None:
-    """Raise SchemaTooNew if the file's schema is newer than this code. Reads only."""
-    version = stored_version(conn)
-    if version is not None and version > SCHEMA_VERSION:
-        raise SchemaTooNew(
-            f"{path} has schema v{version}, newer than this cpersona (v{SCHEMA_VERSION}); "
-            "upgrade cpersona to open it (the file was not modified)"
-        )
-
-
-@dataclass(frozen=True)
-class Step:
-    """One named, idempotent migration step."""
-
-    number: int
-    name: str
-    run: Callable[[sqlite3.Connection], None]
-
-
-def _create_tables(conn: sqlite3.Connection) -> None:
-    for ddl in TABLES.values():
-        conn.execute(ddl)
-
-
-def _add_columns(conn: sqlite3.Connection) -> None:
-    for table, column, decl in LADDER_COLUMNS:
-        _ensure_column(conn, table, column, decl)
-
-
-def _create_indexes(conn: sqlite3.Connection) -> None:
-    for ddl in INDEXES.values():
-        conn.execute(ddl)
-
-
-#: The migration, in order (each inside one transaction; FTS is bootstrapped after them).
-STEPS = (
-    Step(1, "create the tables", _create_tables),
-    Step(2, "add the columns of later versions", _add_columns),
-    Step(3, "create the lookup indexes", _create_indexes),
-    Step(4, "deduplicate, then create the dedup unique indexes", lambda conn: _ensure_unique_indexes(conn)),
-)
-
-
-def migrate(conn: sqlite3.Connection, fts_enabled: bool) -> None:
-    """Create or upgrade every object of the current format on `conn` (autocommit).
-
-    Idempotent; the version stamp is written only after every step succeeded.
-    """
-    had_memories = _exists(conn, "table", "memories")
-    for step in STEPS:
-        with conn:
-            step.run(conn)
-    if fts_enabled:
-        _bootstrap_fts(conn, rebuild_needed=had_memories)
-    with conn:
-        conn.execute("INSERT OR REPLACE INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
-
-
-def has_fts(conn: sqlite3.Connection) -> bool:
-    """True when the FTS5 tables exist in the file."""
-    return _exists(conn, "table", "memories_fts")
-
-
-def _exists(conn: sqlite3.Connection, kind: str, name: str) -> bool:
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?", (kind, name)).fetchone()
-    return row is not None
-
-
-def _ensure_column(conn: sqlite3.Connection, table: str, column: str, decl: str) -> None:
-    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-    if column not in columns:
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-
-
-def _ensure_unique_indexes(conn: sqlite3.Connection) -> None:
-    """Remove unlocked exact duplicates, then create the dedup backstop indexes (the
-    original's v12 step)."""
-    if all(_exists(conn, "index", name) for name in UNIQUE_INDEXES):
-        return
-    conn.execute(
-        """DELETE FROM memories WHERE locked = 0 AND id NOT IN (
-             SELECT MIN(id) FROM memories GROUP BY agent_id, project_id, channel, content)"""
-    )
-    conn.execute(
-        """UPDATE memories SET msg_id = '' WHERE locked = 0 AND msg_id != '' AND id NOT IN (
-             SELECT MAX(id) FROM memories WHERE msg_id != '' GROUP BY agent_id, project_id, msg_id)"""
-    )
-    for ddl in UNIQUE_INDEXES.values():
-        conn.execute(ddl)
-
-
-def _trigger_sql(conn: sqlite3.Connection, name: str) -> str | None:
-    row = conn.execute("SELECT sql FROM sqlite_master WHERE type='trigger' AND name=?", (name,)).fetchone()
-    return row[0] if row else None
-
-
-def _bootstrap_fts(conn: sqlite3.Connection, rebuild_needed: bool) -> None:
-    """Create FTS tables and triggers; rebuild the index when it may be out of sync."""
-    created = not _exists(conn, "table", "memories_fts")
-    pending = conn.execute("PRAGMA user_version").fetchone()[0] & FTS_REBUILD_PENDING
-    stale_trigger = (_trigger_sql(conn, "memories_fts_au") or "").find("UPDATE OF content") < 0
-    rebuild = pending or (rebuild_needed and (created or stale_trigger))
-    if rebuild:
-        _set_user_bit(conn, FTS_REBUILD_PENDING, True)
-    with conn:
-        for ddl in FTS_TABLES.values():
-            conn.execute(ddl)
-        for name, ddl in FTS_TRIGGERS.items():
-            if _trigger_sql(conn, name) != ddl:
-                conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-                conn.execute(ddl)
-    if rebuild:
-        with conn:
-            conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
-            conn.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
-        _set_user_bit(conn, FTS_REBUILD_PENDING, False)
-        log.info("FTS5 indexes rebuilt")
-
-
-def _set_user_bit(conn: sqlite3.Connection, bit: int, on: bool) -> None:
-    current = conn.execute("PRAGMA user_version").fetchone()[0]
-    conn.execute(f"PRAGMA user_version = {(current | bit) if on else (current & ~bit)}")
+WORD_TRIGGERS = {
+    "memories_words_ad": """CREATE TRIGGER IF NOT EXISTS memories_words_ad AFTER DELETE ON memories BEGIN
+        DELETE FROM memories_words WHERE rowid = old.id; END""",
+    "memories_words_au": """CREATE TRIGGER IF NOT EXISTS memories_words_au AFTER UPDATE OF content ON memories
+        WHEN old.content <> new.content BEGIN
+        DELETE FROM memories_words WHERE rowid = old.id; END""",
+}

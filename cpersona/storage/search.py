@@ -17,6 +17,7 @@ from cpersona.storage.scope import Scope
 _FTS = {
     "memories_fts": ("memories", "m", memories.ROW_COLUMNS),
     "episodes_fts": ("episodes", "e", episodes.ROW_COLUMNS),
+    "memories_words": ("memories", "m", memories.ROW_COLUMNS),
 }
 
 
@@ -31,6 +32,11 @@ class SearchRepo:
         """Memories matching the MATCH expression `expr` inside the scope, best bm25 first."""
         where, params = memories.row_filter(scope, source_id)
         return [(MemoryRow._make(r[:-1]), r[-1]) for r in self._fts("memories_fts", expr, where, params, limit)]
+
+    def memories_words(self, expr: str, scope: Scope, source_id: str, limit: int) -> list[tuple[MemoryRow, float]]:
+        """Memories whose word index (schema.WORD_TABLES) matches `expr`, best bm25 first."""
+        where, params = memories.row_filter(scope, source_id)
+        return [(MemoryRow._make(r[:-1]), r[-1]) for r in self._fts("memories_words", expr, where, params, limit)]
 
     def episodes_fts(self, expr: str, scope: Scope, limit: int) -> list[tuple[EpisodeRow, float]]:
         """Episodes (summary + keywords) matching `expr` inside the scope, best bm25 first."""
@@ -66,8 +72,9 @@ class SearchRepo:
         table = _FTS[fts][0]
         return self.conn.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {table}").fetchone()[0]
 
-    def trigram_doc_counts(self, fts: str, grams: list[str]) -> dict[str, int]:
-        """Rows of `fts` containing each trigram, read from its TEMP fts5vocab table."""
+    def term_doc_counts(self, fts: str, grams: list[str]) -> dict[str, int]:
+        """Rows of `fts` containing each term (a trigram, or a word of the word index), read
+        from its TEMP fts5vocab table."""
         vocab = f"{fts}_vocab"
         self.conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {fts}, 'row')")
         found = {g: 0 for g in grams}

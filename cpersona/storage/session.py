@@ -8,14 +8,21 @@ Code above the storage layer never writes SQL: it opens a session (`Database.rea
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cached_property
 
 from cpersona.storage.agents import AgentRepo
+from cpersona.storage.bulk import BulkRepo
+from cpersona.storage.dump import DumpRepo
 from cpersona.storage.episodes import EpisodeRepo
+from cpersona.storage.integrity import IntegrityRepo
+from cpersona.storage.inventory import InventoryRepo
+from cpersona.storage.journal import JournalRepo
 from cpersona.storage.memories import MemoryRepo
 from cpersona.storage.meta import MetaRepo
 from cpersona.storage.profiles import ProfileRepo
+from cpersona.storage.repairs import RepairRepo
 from cpersona.storage.search import SearchRepo
 from cpersona.storage.tasks import TaskRepo
 from cpersona.storage.transfer import TransferRepo
@@ -38,9 +45,22 @@ class Session:
     def pending_after(self) -> list[Callable[[], None]]:
         return self._after
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Statements inside either all stay, or — when the block raises — are all undone
+        while the enclosing transaction goes on (https://www.sqlite.org/lang_savepoint.html)."""
+        self.conn.execute("SAVEPOINT part")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK TO part")
+            self.conn.execute("RELEASE part")
+            raise
+        self.conn.execute("RELEASE part")
+
     @cached_property
     def memories(self) -> MemoryRepo:
-        return MemoryRepo(self.conn)
+        return MemoryRepo(self.conn, word_index=self.fts_enabled)
 
     @cached_property
     def episodes(self) -> EpisodeRepo:
@@ -73,3 +93,27 @@ class Session:
     @cached_property
     def transfer(self) -> TransferRepo:
         return TransferRepo(self.conn)
+
+    @cached_property
+    def repairs(self) -> RepairRepo:
+        return RepairRepo(self.conn)
+
+    @cached_property
+    def integrity(self) -> IntegrityRepo:
+        return IntegrityRepo(self.conn)
+
+    @cached_property
+    def inventory(self) -> InventoryRepo:
+        return InventoryRepo(self.conn)
+
+    @cached_property
+    def dump(self) -> DumpRepo:
+        return DumpRepo(self.conn)
+
+    @cached_property
+    def bulk(self) -> BulkRepo:
+        return BulkRepo(self.conn)
+
+    @cached_property
+    def journal(self) -> JournalRepo:
+        return JournalRepo(self.conn)

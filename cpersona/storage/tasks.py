@@ -13,6 +13,8 @@ import sqlite3
 from typing import Any
 
 EMBED = "embed"
+#: One task per database while a model change is being re-embedded (payload "{}").
+REEMBED = "reembed"
 #: Tables whose rows get embed tasks.
 EMBEDDED_TABLES = ("memories", "episodes")
 _RECENT_FAILURES = 5
@@ -59,6 +61,16 @@ class TaskRepo:
             ).rowcount
         return added
 
+    def enqueue_reembed(self) -> bool:
+        """Queue the background re-embedding unless a task for it is already pending;
+        True when one was added."""
+        if self.conn.execute("SELECT 1 FROM pending_memory_tasks WHERE task_type = ? AND status = 'pending'",
+                             (REEMBED,)).fetchone():
+            return False
+        self.conn.execute("INSERT INTO pending_memory_tasks(task_type, agent_id, project_id, payload, updated_at) "
+                          "VALUES (?, '', '', '{}', datetime('now'))", (REEMBED,))
+        return True
+
     def delete(self, task_id: int) -> None:
         self.conn.execute("DELETE FROM pending_memory_tasks WHERE id = ?", (task_id,))
 
@@ -82,11 +94,11 @@ class TaskRepo:
     # ------------------------------------------------------------------- read
     def due(self, now: float, with_embeds: bool, limit: int) -> list[tuple[int, str, str, str, int]]:
         """(id, task_type, agent_id, payload, retries) of pending tasks due at `now`, FIFO;
-        embed tasks only when `with_embeds` (an embedding backend exists)."""
+        embed and reembed tasks only when `with_embeds` (an embedding backend exists)."""
         return self.conn.execute(
             "SELECT id, task_type, agent_id, payload, retries FROM pending_memory_tasks "
-            "WHERE status = 'pending' AND not_before <= ? AND (? OR task_type <> ?) ORDER BY id LIMIT ?",
-            (now, with_embeds, EMBED, limit),
+            "WHERE status = 'pending' AND not_before <= ? AND (? OR task_type NOT IN (?, ?)) ORDER BY id LIMIT ?",
+            (now, with_embeds, EMBED, REEMBED, limit),
         ).fetchall()
 
     def claim(self, now: float, with_embeds: bool, limit: int) -> list[tuple[int, str, str, str, int]]:
@@ -100,8 +112,8 @@ class TaskRepo:
     def next_due(self, with_embeds: bool) -> float | None:
         """Earliest `not_before` of the pending tasks (None when there is none)."""
         return self.conn.execute(
-            "SELECT MIN(not_before) FROM pending_memory_tasks WHERE status = 'pending' AND (? OR task_type <> ?)",
-            (with_embeds, EMBED),
+            "SELECT MIN(not_before) FROM pending_memory_tasks WHERE status = 'pending' "
+            "AND (? OR task_type NOT IN (?, ?))", (with_embeds, EMBED, REEMBED),
         ).fetchone()[0]
 
     def is_pending(self, task_id: int) -> bool:

@@ -55,6 +55,11 @@ class VectorRepo:
             where, params = where + " AND agent_id = ?", [*params, agent_id]
         return [r[0] for r in self.conn.execute(f"SELECT id FROM memories WHERE {where} ORDER BY id", params)]
 
+    def count_embedded(self, table: str, dim: int, stale: tuple[int, int]) -> int:
+        """Rows of `table` embedded by the active model (what its resident index must hold)."""
+        where, params = _embedded(dim, stale)
+        return self.conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}", params).fetchone()[0]
+
     def newest_memories(self, dim: int, stale: tuple[int, int], agent_id: str | None, n: int) -> list[tuple[int, str]]:
         """(id, timestamp) of the n embedded memories with the greatest timestamp."""
         where, params = _embedded(dim, stale)
@@ -91,6 +96,50 @@ class VectorRepo:
         sql = f"SELECT id, {TEXT_COLUMN[table]} FROM {table} WHERE id > ? AND id <= ? ORDER BY id LIMIT ?"
         return self.conn.execute(sql, (lo, hi, limit)).fetchall()
 
+    def rows_in_range(self, table: str, lo: int, hi: int, limit: int) -> list[tuple[int, str, str, str, str, str]]:
+        """(id, text, agent_id, project_id, channel, created_at) of rows with id in (lo, hi],
+        in id order (re-embedding batches)."""
+        sql = (f"SELECT id, {TEXT_COLUMN[table]}, agent_id, project_id, channel, created_at FROM {table} "
+               "WHERE id > ? AND id <= ? ORDER BY id LIMIT ?")
+        return self.conn.execute(sql, (lo, hi, limit)).fetchall()
+
+    def census(self) -> dict[int, int]:
+        """Stored vectors of both tables by dimension: {dim: rows} (blob length / 4)."""
+        out: dict[int, int] = {}
+        for table in TEXT_COLUMN:
+            sql = f"SELECT length(embedding) / 4, COUNT(*) FROM {table} WHERE embedding IS NOT NULL GROUP BY 1"
+            for dim, count in self.conn.execute(sql):
+                out[dim] = out.get(dim, 0) + count
+        return out
+
+    def model_labels(self) -> dict[str, int]:
+        """The original CPersona 2.6's per-row `embedding_model` labels of embedded rows
+        ({label: rows}); {} when the column does not exist (2.5 and older, or ours)."""
+        out: dict[str, int] = {}
+        for table in TEXT_COLUMN:
+            columns = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+            if "embedding_model" not in columns:
+                continue
+            sql = (f"SELECT embedding_model, COUNT(*) FROM {table} WHERE embedding IS NOT NULL "
+                   "AND embedding_model != '' GROUP BY 1")
+            for label, count in self.conn.execute(sql):
+                out[label] = out.get(label, 0) + count
+        return out
+
+    def spread_sample(self, n: int) -> list[tuple[str, bytes]]:
+        """(text, embedding) of up to `n` embedded memories spread evenly over the id range
+        (then episodes when there are too few memories): a deterministic sample."""
+        out: list[tuple[str, bytes]] = []
+        for table, column in TEXT_COLUMN.items():
+            total = self.conn.execute(f"SELECT COUNT(*) FROM {table} WHERE embedding IS NOT NULL").fetchone()[0]
+            step = max(1, total // max(1, n - len(out)))
+            sql = (f"SELECT {column}, embedding FROM (SELECT {column}, embedding, ROW_NUMBER() OVER (ORDER BY id) AS k "
+                   f"FROM {table} WHERE embedding IS NOT NULL) AS numbered WHERE (k - 1) % ? = 0 LIMIT ?")
+            out.extend(self.conn.execute(sql, (step, n - len(out))).fetchall())
+            if len(out) >= n:
+                break
+        return out
+
     def pending_row(self, table: str, row_id: int) -> tuple[str, str, str, str, str, bool] | None:
         """(text, agent_id, project_id, channel, created_at, has no vector) of one row."""
         sql = (f"SELECT {TEXT_COLUMN[table]}, agent_id, project_id, channel, created_at, embedding IS NULL "
@@ -103,6 +152,10 @@ class VectorRepo:
         return None if row is None else bool(row[0])
 
     # ------------------------------------------------------------------ write
+    def clear(self, table: str, row_id: int) -> None:
+        """Drop the row's vector (it is embedded again later)."""
+        self.conn.execute(f"UPDATE {table} SET embedding = NULL WHERE id = ?", (row_id,))
+
     def set_if_text(self, table: str, row_id: int, text: str, blob: bytes, only_if_missing: bool) -> bool:
         """Write the row's vector if its text is still `text` (and, with `only_if_missing`,
         it has none yet). True when written."""

@@ -41,6 +41,13 @@ STOPWORDS = frozenset(
 )
 
 
+def strip_markers(text: str) -> str:
+    """`text` without its `[Memory from …]` markers (and the whitespace after each),
+    stripped; `text` unchanged when it holds no marker."""
+    clean = _MARKER.sub("", text)
+    return clean.strip() if clean != text else text
+
+
 def sanitize(text: str, cap: int) -> tuple[str, bool]:
     """Remove `[Memory from …]` markers (and the whitespace after each), strip, cut to `cap`.
 
@@ -61,13 +68,19 @@ _CANONICAL = {"User", "Agent", "System"}
 def normalize_source(source: Any) -> Any:
     """Map legacy source shapes to `{"type": User|Agent|System, "id", "name"}`.
 
-    Unknown shapes are returned unchanged (never invent a discriminator); None → {}.
+    A plain string naming a role ("user", "assistant", "ai") becomes that role; any other
+    plain string names the speaker: `{"id": s, "name": s}` (no type is invented), so
+    `source_id` filters find it; a blank string or None → {}. Unknown object shapes are
+    returned unchanged (never invent a discriminator).
     """
     if source is None:
         return {}
     if isinstance(source, str):
-        kind = {"user": "User", "assistant": "Agent", "ai": "Agent"}.get(source.strip().lower())
-        return {"type": kind, "id": "", "name": ""} if kind else source
+        name = source.strip()
+        kind = {"user": "User", "assistant": "Agent", "ai": "Agent"}.get(name.lower())
+        if kind:
+            return {"type": kind, "id": "", "name": ""}
+        return {"id": name, "name": name} if name else {}
     if not isinstance(source, dict):
         return source
     kind = source.get("type")

@@ -6,7 +6,12 @@ from datetime import UTC, datetime
 
 
 def parse_ts(text: str | None) -> datetime | None:
-    """Aware UTC datetime, or None when `text` is empty or not ISO-8601."""
+    """Aware UTC datetime, or None when `text` is empty or not ISO-8601.
+
+    A valid timestamp whose UTC instant falls outside Python's datetime range (years
+    1–9999), e.g. `0001-01-01T00:00:00+14:00` (= 0000-12-31T10:00Z), is clamped to the
+    first / last representable instant: it still sorts before / after every other time
+    instead of raising OverflowError."""
     if not text:
         return None
     try:
@@ -15,7 +20,11 @@ def parse_ts(text: str | None) -> datetime | None:
         return None
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        edge = datetime.min if value.year == datetime.min.year else datetime.max
+        return edge.replace(tzinfo=UTC)
 
 
 def utc_now_iso() -> str:

@@ -12,6 +12,8 @@ import pytest
 from cpersona.calibration import fused, precision, sidecar, stats
 from cpersona.calibration import state as cal_state
 from cpersona.errors import InvalidArgument
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import db_rows, wait_until
 from quality_helpers import contents, make, recall, session_corpus, store_rows
@@ -76,14 +78,11 @@ def test_sessions_split_on_gaps_longer_than_the_window():
 
 # ------------------------------------------------------------ argument bounds
 @pytest.mark.parametrize("kwargs, argument", [
-    ({"sample_size": -1}, "sample_size"),
-    ({"sample_size": 2001}, "sample_size"),
     ({"sample_size": True}, "sample_size"),
     ({"sample_size": 1.5}, "sample_size"),
     ({"percentile": 150}, "percentile"),
     ({"percentile": -0.5}, "percentile"),
     ({"percentile": math.nan}, "percentile"),
-    ({"z_factor": 11}, "z_factor"),
     ({"z_factor": math.inf}, "z_factor"),
     ({"method": "magic"}, "method"),
     ({"method": 3}, "method"),
@@ -100,13 +99,17 @@ def test_defaults_and_percent_form(factory):
     req = precision.parse_request(s, "a", percentile=95)
     assert (req.sample_size, req.percentile, req.method, req.z_factor) == (200, 0.95, "separation", 1.0)
     assert precision.parse_request(s, "a", sample_size=15, method="ZSCORE").method == "zscore"
+    # out-of-range sizes and z-factors are clamped, as the original clamps them
+    assert precision.parse_request(s, "a", sample_size=-1).sample_size == 1
+    assert precision.parse_request(s, "a", sample_size=10**6).sample_size == s.calibrate_max_sample
+    assert precision.parse_request(s, "a", z_factor=11).z_factor == 10
 
 
 def test_sample_size_is_capped_by_the_setting(factory):
     eng = factory(calibrate_max_sample=30)
     store_rows(eng, session_corpus())
-    with pytest.raises(InvalidArgument):
-        eng.calibrate_threshold("a", sample_size=31)
+    res = eng.calibrate_threshold("a", sample_size=31, method="percentile")  # clamped to the cap
+    assert res["sampled_embeddings"] == 30
     res = eng.calibrate_threshold("a", sample_size=30, method="percentile")
     assert res["sampled_embeddings"] == 30 and res["num_pairs"] == 30 * 29 // 2
 
@@ -229,6 +232,41 @@ def test_wrong_shape_sidecar_is_corrupt_too(calibrated, factory):
     assert "not a finite number" in recall(factory(), "nebula")["gate"]["reason"]
 
 
+@pytest.mark.parametrize(("key", "value"), [
+    ("agent_thresholds", 1e308), ("agent_thresholds", -5), ("global_threshold", 1e308),
+    ("agent_fused_gates", 1e308), ("agent_fused_gates", -5), ("global_fused_gate", -5), ("agent_betas", -5),
+])
+def test_impossible_numbers_make_the_sidecar_corrupt_instead_of_disabling_search(calibrated, factory, key, value):
+    eng, _ = calibrated
+    eng.close()
+    data = json.loads(sidecar_path(eng).read_text())
+    data[key] = {"a": value} if key.startswith("agent_") else value
+    sidecar_path(eng).write_text(json.dumps(data))
+    again = factory()
+    gate = again.calibration.gate_for("a")
+    assert gate.cosine_min is None and gate.fused_gate is None  # the heuristic gate, as for an unreadable file
+    out = recall(again, "telescope nebula")
+    assert out["messages"], "vector search must not be switched off by an impossible threshold"
+    assert out["gate"]["state"] == "heuristic" and "unreadable" in out["gate"]["reason"]
+    assert "outside" in out["gate"]["reason"]
+    assert again.get_recall_precision("a")["calibration"]["sidecar"] == "corrupt"
+
+
+_NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6))
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(["agent_thresholds", "global_threshold", "agent_fused_gates", "global_fused_gate",
+                            "agent_betas"]),
+       signal=st.sampled_from(sorted(sidecar.SIGNAL_RANGES)), value=_NUMBER)
+def test_a_sidecar_number_is_accepted_exactly_when_it_is_within_its_range(key, signal, value):
+    data = {"fused_gate_signal": signal, key: {"a": value} if key.startswith("agent_") else value}
+    lo, hi = {"agent_thresholds": sidecar.THRESHOLD_RANGE, "global_threshold": sidecar.THRESHOLD_RANGE,
+              "agent_betas": sidecar.BETA_RANGE}.get(key, sidecar.SIGNAL_RANGES[signal])
+    within = math.isfinite(value) and lo <= value <= hi
+    assert (sidecar.validate(data) == "") is within, (data, sidecar.validate(data))
+
+
 def test_lost_sidecar_is_recognised_and_reported(calibrated, factory):
     eng, _ = calibrated
     eng.close()
@@ -321,7 +359,7 @@ def test_set_recall_precision_rules(calibrated):
     with pytest.raises(InvalidArgument):
         eng.set_recall_precision("", "strict")
     with pytest.raises(InvalidArgument):
-        eng.set_recall_precision("a", beta=-1)
+        eng.set_recall_precision("a", beta=101)
     failed = eng.set_recall_precision("nobody", "strict")  # nothing to calibrate ⇒ rolled back
     assert failed["ok"] is False and "unchanged" in failed["error"]
     assert eng.get_recall_precision("nobody")["overridden"] is False

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from cpersona.cli import main
 
@@ -11,14 +9,8 @@ from conftest import db_rows, new_engine
 
 
 @pytest.fixture
-def cli(tmp_path, monkeypatch, capsys):
+def cli(cli_db, monkeypatch, capsys):
     """Run `cpersona ARGS` in-process against tmp_path/cli.db; returns (status, stdout, stderr)."""
-    for key in list(os.environ):
-        if key.startswith(("CPERSONA_", "EMBEDDING_")):
-            monkeypatch.delenv(key)
-    db = tmp_path / "cli.db"
-    monkeypatch.setenv("CPERSONA_DB_PATH", str(db))
-    monkeypatch.setenv("CPERSONA_EMBEDDING_MODE", "none")
     monkeypatch.setenv("COLUMNS", "200")  # rich: one table row per line
 
     def run(*args):
@@ -26,7 +18,7 @@ def cli(tmp_path, monkeypatch, capsys):
         out = capsys.readouterr()
         return status, out.out, out.err
 
-    run.db = db
+    run.db = cli_db
     return run
 
 
@@ -63,7 +55,7 @@ def test_store_list_recall_stats(cli):
     out = cli("recall", "docs")[1]  # no --agent: every agent
     assert "mio" in out and "mem:3" in out
     assert cli("recall", "zebra crossing", "--agent", "kai")[1].startswith("nothing relevant found")
-    assert cli("recall")[0] == 1
+    assert cli("recall")[0] == 2  # bad usage: the query is required
 
     status, out, _ = cli("stats")
     assert status == 0

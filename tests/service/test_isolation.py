@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from cpersona.devtools.isolation import visible
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.storage.scope import Scope
 
@@ -29,16 +30,6 @@ def mem_text(combo) -> str:
 
 def ep_text(combo) -> str:
     return f"{TOKEN} episode {label(*combo)}"
-
-
-def visible(combo, agent, project, channel, agent_all=False) -> bool:
-    """The read rule of the isolation axes, written independently of the code."""
-    a, p, c = combo
-    if not agent_all and a != agent:
-        return False
-    if project is not None and p not in (project, ""):
-        return False
-    return not channel or c in (channel, "")
 
 
 def _populate(engine):
@@ -118,13 +109,14 @@ def test_recall_scope_vector_path(iso_http, case):
 
 
 def test_vector_only_path_respects_scope(iso_http):
-    """A query FTS cannot match (underscores instead of dashes): only the vector channel answers."""
+    """A query the trigram index cannot match (underscores instead of dashes): the vector
+    channel (and the word index, which splits at the underscores) answer inside the scope."""
     res = iso_http.recall(RecallRequest("B", "zebra_token_7", limit=100, channel="c2", project_id="Q", deep=True))
     got = {m["content"] for m in res["messages"] if not m["content"].startswith("[Episode]")}
     assert got  # the vector channel did find rows
     allowed = {mem_text(c) for c in COMBOS if visible(c, "B", "Q", "c2")}
     assert got <= allowed
-    assert all(m["match_reason"]["retrievers"] == ["vector"] for m in res["messages"])
+    assert any("vector" in m["match_reason"]["retrievers"] for m in res["messages"])
 
 
 def test_recall_agent_b_never_sees_a(iso_none):
@@ -317,16 +309,3 @@ def test_vector_index_search_applies_every_axis():
     assert ids(Scope("")) == []
     assert ids(Scope(None)) == [1, 2, 3, 4, 5, 6]
     assert ids(Scope("A", "P"), window=2) == [4, 5]  # the newest 2 rows inside the scope
-
-
-def test_list_memories_spends_a_response_budget(make_engine):
-    eng = make_engine()
-    for i in range(80):
-        eng.store("a", f"{i:03d} " + "x" * 15990)
-    out = eng.list_memories("a", limit=80)
-    assert out["count"] == 80 and out["budget_chars"] == 1_000_000
-    whole = [m for m in out["memories"] if "content_truncated" not in m]
-    cut = [m for m in out["memories"] if m.get("content_truncated")]
-    assert len(whole) == 62 and len(cut) == 18  # 62 × 15,994 chars fit in 1,000,000
-    assert all(len(m["content"]) == 500 and m["content_len"] == 15994 and m["ref"] == f"mem:{m['id']}" for m in cut)
-    assert eng.get_contents("a", [cut[0]["ref"]])["items"][0]["content"].startswith(cut[0]["content"])

@@ -60,14 +60,17 @@ def test_update_refusals(engine_none):
     assert eng.update_memory(a, "x") == {"ok": False, "error": "memory 1 is locked; call unlock_memory first"}
     assert eng.update_memory(a, "x", "b")["error"].endswith("is locked; call unlock_memory first")  # lock before ownership
     assert row(eng, a)[0] == "first fact"
-    for bad_id in (0, -1, True, "1", 1.5):
+    for bad_id in (0, -1, True, "ep:1", "mem:x", "1.5", 1.5):
         with pytest.raises(InvalidArgument, match="memory_id"):
             eng.update_memory(bad_id, "x")
     for bad in ("", "   ", None, 5):
         with pytest.raises(InvalidArgument, match="content"):
             eng.update_memory(b, bad)
-    with pytest.raises(InvalidArgument, match=r"content: is .* characters; the limit is"):
-        eng.update_memory(b, "y" * (eng.settings.max_content_length + 1))
+    cap = eng.settings.max_content_length
+    c = eng.store("a", "third fact")["id"]
+    cut = eng.update_memory(f"mem:{c}", "y" * (cap + 1))  # too long: cut to the cap, and said so
+    assert cut["ok"] is True and cut["truncated"] is True and cut["original_length"] == {"content": cap + 1}
+    assert len(row(eng, c)[0]) == cap
     with pytest.raises(InvalidArgument, match="empty after removing"):
         eng.update_memory(b, "[Memory from kai] ")
     assert row(eng, b)[0] == "second fact"
@@ -231,11 +234,13 @@ def test_listings_newest_first_bounded_all_agents_and_project_scope(engine_none)
     assert contents(limit=1) == ["project Q row of b"]
     assert [e["summary"] for e in eng.list_episodes()["episodes"]] == ["episode global", "episode in P"]
     assert [e["summary"] for e in eng.list_episodes(project_id="Q")["episodes"]] == ["episode global"]
-    for bad in (0, 501, True):
+    assert eng.list_memories(limit=0) == {"memories": [], "count": 0}  # as the original: clamped to 0..500
+    assert eng.list_memories(limit=-4)["count"] == 0
+    assert contents(limit=501) == contents()
+    assert len(eng.list_episodes(limit=10_000)["episodes"]) == 2
+    for bad in (True, "5", 2.0):
         with pytest.raises(InvalidArgument, match="limit"):
             eng.list_memories(limit=bad)
-    with pytest.raises(InvalidArgument, match="limit"):
-        eng.list_episodes(limit=201)
 
 
 # -------------------------------------------------------------------------- pause

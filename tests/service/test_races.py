@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import MCP_SCENARIO_TIMEOUT, McpClient, db_rows
+from conftest import MCP_SCENARIO_TIMEOUT, NO_UPDATE_CHECK, McpClient, db_rows
 
 ROUNDS = 25
 
@@ -156,7 +156,8 @@ def run_two_clients(scenario, db_path: Path):
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "cpersona"], cwd=str(db_path.parent),
-                                   env={"CPERSONA_DB_PATH": str(db_path), "CPERSONA_EMBEDDING_MODE": "none"})
+                                   env={"CPERSONA_DB_PATH": str(db_path), "CPERSONA_EMBEDDING_MODE": "none",
+                                        **NO_UPDATE_CHECK})
 
     async def main():
         with anyio.fail_after(MCP_SCENARIO_TIMEOUT):

@@ -13,8 +13,9 @@ from cpersona.storage.db import Database
 
 
 def test_without_a_url_the_sqlite_file_is_used(tmp_path):
-    db = open_database(Settings.from_env({"CPERSONA_DB_PATH": str(tmp_path / "m.db")}))
+    db, damage = open_database(Settings.from_env({"CPERSONA_DB_PATH": str(tmp_path / "m.db")}))
     try:
+        assert damage == ""
         assert isinstance(db, Database) and db.describe()["backend"] == "sqlite"
         assert (tmp_path / "m.db").exists() and db.shared_by_nodes is False
     finally:
@@ -40,7 +41,7 @@ def test_missing_driver_is_one_clear_line(monkeypatch):
     for name in [m for m in sys.modules if m == "psycopg" or m.startswith(("psycopg.", "cpersona.storage.postgres"))]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg → ImportError
-    with pytest.raises(ConfigError, match=r"pip install 'cpersona\[postgres\]'"):
+    with pytest.raises(ConfigError, match=r"pip install 'cpersona-memory\[postgres\]'"):
         open_database(Settings.from_env({"CPERSONA_DB_URL": "postgresql://nobody@nowhere/db"}))
 
 

@@ -234,7 +234,7 @@ def test_keyword_search_like_and_counts(db):
         assert [r.id for r in s.search.memories_like("0% d", Scope("a"), "", 10)] == [ids[3]]  # % is literal
         assert s.search.memories_like("done%ok", Scope("a"), "", 10) == []
         assert s.search.table_size("memories_fts") == max(ids)
-        counts = s.search.trigram_doc_counts("memories_fts", ["tow", "xyz", "東京タ"])
+        counts = s.search.term_doc_counts("memories_fts", ["tow", "xyz", "東京タ"])
         assert counts == {"tow": 1, "xyz": 0, "東京タ": 1}
         assert s.search.database_file() != ""
 
@@ -338,8 +338,10 @@ def test_agents_stats_and_delete(db):
         assert (stats["a"]["memories"], stats["a"]["locked"], stats["a"]["without_vector"]) == (2, 1, 1)
         assert set(stats) == {"a", "b", "c", "d"} and stats["d"]["profiles"] == 1
     with db.write() as s:
-        assert s.agents.delete_agent("a") == {"deleted_memories": 2, "deleted_profiles": 0, "deleted_episodes": 0,
-                                              "deleted_pending_tasks": 1}
+        assert s.agents.delete_agent_chunk("a", 1) == ({"deleted_memories": 1, "deleted_profiles": 0,
+                                                        "deleted_episodes": 0, "deleted_pending_tasks": 1}, False)
+        assert s.agents.delete_agent_chunk("a", 10) == ({"deleted_memories": 1, "deleted_profiles": 0,
+                                                         "deleted_episodes": 0, "deleted_pending_tasks": 0}, True)
     with db.read() as s:
         assert s.agents.ids() == ["b", "c"]
 

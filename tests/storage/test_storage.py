@@ -126,10 +126,11 @@ def test_fts_tables_are_trigram_external_content(db_file):
     assert db_rows(db_file, "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH '\"lph\"'") == [(1,)]
 
 
-def test_six_fts_triggers(db_file):
+def test_six_fts_triggers_and_the_word_index_triggers(db_file):
     triggers = _master(db_file, "trigger")
     assert set(triggers) == {
-        "memories_fts_ai", "memories_fts_ad", "memories_fts_au", "episodes_ai", "episodes_ad", "episodes_au"
+        "memories_fts_ai", "memories_fts_ad", "memories_fts_au", "episodes_ai", "episodes_ad", "episodes_au",
+        "memories_words_ad", "memories_words_au",
     }
     norm = {k: " ".join(v.split()).upper() for k, v in triggers.items()}
     assert "AFTER INSERT ON MEMORIES" in norm["memories_fts_ai"]
@@ -308,7 +309,9 @@ def _fingerprint(path):
     return hashlib.sha256(path.read_bytes()).hexdigest(), os.stat(path).st_mtime_ns, os.stat(path).st_size
 
 
-def _stamp_newer(path, version=14):
+def _stamp_newer(path, version=22):
+    """Stamp a version newer than ours AND than every original release (2.6.14 is v21:
+    v14…v21 files with the v13 tables are the original's, opened in place)."""
     conn = sqlite3.connect(path)
     with conn:
         conn.execute("INSERT INTO schema_version(version) VALUES (?)", (version,))
@@ -320,9 +323,9 @@ def test_newer_schema_in_wal_file_is_refused_untouched(db_file):
     before = _fingerprint(db_file)
     with pytest.raises(SchemaTooNew) as err:
         new_engine(db_file)
-    assert "14" in str(err.value) and "13" in str(err.value)
+    assert "22" in str(err.value) and "13" in str(err.value) and "import --from-db" in str(err.value)
     assert _fingerprint(db_file) == before
-    assert db_rows(db_file, "SELECT MAX(version) FROM schema_version") == [(14,)]
+    assert db_rows(db_file, "SELECT MAX(version) FROM schema_version") == [(22,)]
 
 
 def test_newer_schema_in_rollback_journal_file_is_refused_untouched(tmp_path):

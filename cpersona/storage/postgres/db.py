@@ -31,6 +31,9 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from cpersona.errors import StorageError
+from cpersona.storage.chunks import ChunkedWrites
+from cpersona.storage.db import BUSY_TIMEOUT_MS
+from cpersona.storage.failures import Conditions
 from cpersona.storage.postgres import schema
 from cpersona.storage.postgres.changes import Change, ChangeFeed
 from cpersona.storage.postgres.rows import scalar
@@ -43,7 +46,7 @@ log = logging.getLogger(__name__)
 POOL_TIMEOUT = 30.0
 
 
-class PgDatabase:
+class PgDatabase(ChunkedWrites):
     """A PostgreSQL database (the schema of `search_path`'s first schema) with the current
     schema applied.
 
@@ -51,6 +54,8 @@ class PgDatabase:
         url: libpq URL or key=value string (`postgresql://user@host/db?options=...`).
         fts_enabled: create/use the trigram indexes (CPERSONA_FTS_ENABLED).
         pool_size: most connections this process opens (readers + the writer).
+        busy_timeout_ms: how long a statement waits for a row or table lock another
+            transaction holds (`lock_timeout`) before the write fails as busy.
 
     Raises:
         SchemaTooNew: the database's schema is newer than this code (nothing written).
@@ -59,11 +64,18 @@ class PgDatabase:
 
     #: Several nodes share this database: per-node files (the calibration sidecar) are wrong.
     shared_by_nodes = True
+    backend = "postgresql"
     memory = False
+    #: A server database is never opened read-only; its lexical index has no build problem.
+    read_only = False
+    fts_problem = ""
 
-    def __init__(self, url: str, fts_enabled: bool = True, pool_size: int = 10) -> None:
+    def __init__(self, url: str, fts_enabled: bool = True, pool_size: int = 10,
+                 busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.url = url
         self.path = display_url(url)
+        self.busy_timeout_ms = busy_timeout_ms
+        self.conditions = Conditions(self.path, busy_timeout_ms)
         self.node = uuid.uuid4().hex
         self._commit_order = threading.RLock()
         self._local = threading.local()
@@ -90,7 +102,8 @@ class PgDatabase:
             raise StorageError(f"{self.path}: no connection within {POOL_TIMEOUT:g} s ({err})") from err
 
     def _configure(self, conn: psycopg.Connection) -> None:
-        conn.execute("SELECT set_config('cpersona.node', %s, false)", (self.node,))
+        conn.execute("SELECT set_config('cpersona.node', %s, false), set_config('lock_timeout', %s, false)",
+                     (self.node, f"{int(self.busy_timeout_ms)}ms"))
 
     def _session(self, conn: psycopg.Connection) -> PgSession:
         return PgSession(conn, self.fts_enabled, self.node)
@@ -107,6 +120,38 @@ class PgDatabase:
             self._commits += 1
             for change in session.pending_after():
                 change()
+
+    @contextmanager
+    def commits_settled(self) -> Iterator[None]:
+        """Hold this process's writers off: inside, every transaction it committed has run
+        its after-commit callbacks (so in-memory mirrors agree with the database)."""
+        with self._commit_order:
+            yield
+
+    @contextmanager
+    def snapshot(self) -> Iterator[PgSession]:
+        """One REPEATABLE READ, READ ONLY transaction: every query sees the same committed
+        state (an export's header counts and body agree) while writers go on."""
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield self._session(conn)
+
+    @contextmanager
+    def scratch(self) -> Iterator[PgSession]:
+        """A session whose transaction is ALWAYS rolled back (for checks that write to
+        find out, then undo)."""
+        with self._connection() as conn:
+            tx = conn.transaction(force_rollback=True)
+            with tx:
+                yield self._session(conn)
+
+    def wal_bytes(self) -> int:
+        """0: the server manages its own write-ahead log (no checkpoint from a client)."""
+        return 0
+
+    def checkpoint(self, wait_ms: int = 200) -> bool:
+        """Nothing to do: the server checkpoints its WAL itself. Always True."""
+        return True
 
     @contextmanager
     def read(self) -> Iterator[PgSession]:
@@ -131,11 +176,12 @@ class PgDatabase:
             raise StorageError(f"{self.path}: no free connection within {POOL_TIMEOUT:g} s "
                                "(raise CPERSONA_DB_POOL_SIZE or the server's max_connections)") from err
 
-    def data_version(self) -> int:
-        """Changes committed by OTHER nodes (or other clients) seen so far; moves only then."""
+    def data_version(self, wait: bool = True) -> int:
+        """Changes committed by OTHER nodes (or other clients) seen so far; moves only then.
+        Never waits (`wait` is accepted for the SQLite signature)."""
         return self.feed.version
 
-    def change_stamp(self) -> tuple[int, int]:
+    def change_stamp(self, wait: bool = True) -> tuple[int, int]:
         """(commits of this process, foreign changes seen): equal stamps mean unchanged rows."""
         return self._commits, self.feed.version
 

@@ -9,6 +9,7 @@ import psycopg
 
 from cpersona.errors import Refused
 from cpersona.storage.episodes import LIST_COLUMNS, ROW_COLUMNS
+from cpersona.storage.postgres.paging import newest_first
 from cpersona.storage.postgres.rows import one, scalar
 from cpersona.storage.postgres.scope import predicate
 from cpersona.storage.records import EpisodeDraft, EpisodeRow, RowRef
@@ -51,13 +52,10 @@ class PgEpisodeRepo:
         sql = f"SELECT {ROW_COLUMNS} FROM episodes e WHERE e.id = ANY(%s) AND {where}"
         return {r[0]: EpisodeRow._make(r) for r in self.conn.execute(sql, [list(ids), *params])}
 
-    def listing(self, scope: Scope, limit: int) -> list[dict[str, Any]]:
-        """Newest first: dicts with LIST_COLUMNS."""
-        where, params = predicate(scope)
-        rows = self.conn.execute(
-            f"SELECT {', '.join(LIST_COLUMNS)} FROM episodes WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %s",
-            [*params, limit]).fetchall()
-        return [dict(zip(LIST_COLUMNS, r)) for r in rows]
+    def listing(self, scope: Scope, limit: int, before: tuple[str, int] | None = None) -> list[dict[str, Any]]:
+        """Newest first: dicts with LIST_COLUMNS; `before` = (created_at, id) of the last row
+        already listed: only older rows (the next page, keyset pagination)."""
+        return newest_first(self.conn, "episodes", LIST_COLUMNS, scope, limit, before)
 
     def owned(self, episode_id: int, agent_id: str) -> EpisodeRow | None:
         """The episode if `agent_id` owns it."""

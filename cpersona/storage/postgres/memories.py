@@ -10,6 +10,7 @@ DO NOTHING` then inserts nothing and the caller answers "skipped".
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,9 +18,17 @@ import psycopg
 
 from cpersona.errors import Refused
 from cpersona.storage.memories import LIST_COLUMNS, ROW_COLUMNS, refusal
+from cpersona.storage.postgres import words
+from cpersona.storage.postgres.paging import newest_first
 from cpersona.storage.postgres.scope import predicate, row_filter
 from cpersona.storage.records import MemoryDraft, MemoryRow, RowRef
 from cpersona.storage.scope import Scope
+from cpersona.util.words import canonical_forms
+
+
+def md5_hex(text: str) -> str:
+    """PostgreSQL's md5(text) of a UTF-8 database, computed here (the key of the dedup index)."""
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
 class PgMemoryRepo:
@@ -31,17 +40,19 @@ class PgMemoryRepo:
     # ------------------------------------------------------------------ write
     def find_duplicate(self, d: MemoryDraft) -> tuple[str, int] | None:
         """(reason, existing id) when the memory is already visible to its own scope
-        (msg_id: same agent, project ∈ {P, ''}; content: also channel ∈ {C, ''})."""
+        (msg_id: same agent, project ∈ {P, ''}; content: also channel ∈ {C, ''}, the same
+        text in any Unicode normal form: NFC / NFD twins are one memory)."""
         if d.msg_id:
             row = self.conn.execute(
                 "SELECT id FROM memories WHERE agent_id = %s AND project_id IN (%s, '') AND msg_id = %s "
                 "ORDER BY id LIMIT 1", (d.agent_id, d.project_id, d.msg_id)).fetchone()
             if row:
                 return "duplicate msg_id", row[0]
+        forms = canonical_forms(d.content)
         row = self.conn.execute(
             "SELECT id FROM memories WHERE agent_id = %s AND project_id IN (%s, '') AND channel IN (%s, '') "
-            "AND md5(content) = md5(%s) AND content = %s ORDER BY id LIMIT 1",
-            (d.agent_id, d.project_id, d.channel, d.content, d.content)).fetchone()
+            "AND md5(content) = ANY(%s) AND content = ANY(%s) ORDER BY id LIMIT 1",
+            (d.agent_id, d.project_id, d.channel, [md5_hex(f) for f in forms], forms)).fetchone()
         return ("duplicate content", row[0]) if row else None
 
     def insert(self, d: MemoryDraft, blob: bytes | None) -> RowRef | None:
@@ -51,7 +62,10 @@ class PgMemoryRepo:
             "channel) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id, created_at",
             (d.agent_id, d.project_id, d.msg_id, d.content, d.source, d.timestamp, d.metadata, blob, d.channel),
         ).fetchone()
-        return None if row is None else RowRef(row[0], d.agent_id, d.project_id, d.channel, row[1])
+        if row is None:
+            return None
+        words.put(self.conn, row[0], d.content)
+        return RowRef(row[0], d.agent_id, d.project_id, d.channel, row[1])
 
     def _row(self, memory_id: int) -> tuple | None:
         return self.conn.execute(
@@ -89,6 +103,7 @@ class PgMemoryRepo:
             raise Refused(f"memory {memory_id}: the new content collides with another memory ({err})") from None
         if cur.rowcount == 0 or row is None:
             raise self._why(memory_id, owner, lock_matters=True)
+        words.put(self.conn, memory_id, content)
         return RowRef(memory_id, row[0], row[1], row[2], row[3])
 
     def delete(self, memory_id: int, owner: str | None) -> RowRef:
@@ -128,13 +143,10 @@ class PgMemoryRepo:
         where, params = row_filter(scope, source_id)
         return [r[0] for r in self.conn.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
 
-    def listing(self, scope: Scope, limit: int) -> list[dict[str, Any]]:
-        """Newest first: dicts with LIST_COLUMNS (`source` as stored JSON text)."""
-        where, params = predicate(scope)
-        rows = self.conn.execute(
-            f"SELECT {', '.join(LIST_COLUMNS)} FROM memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %s",
-            [*params, limit]).fetchall()
-        return [dict(zip(LIST_COLUMNS, r)) for r in rows]
+    def listing(self, scope: Scope, limit: int, before: tuple[str, int] | None = None) -> list[dict[str, Any]]:
+        """Newest first: dicts with LIST_COLUMNS; `before` = (created_at, id) of the last row
+        already listed: only older rows (the next page, keyset pagination)."""
+        return newest_first(self.conn, "memories", LIST_COLUMNS, scope, limit, before)
 
     def owned(self, memory_id: int, agent_id: str) -> tuple[str, str, str, str] | None:
         """(content, source JSON, timestamp, msg_id) of the memory if `agent_id` owns it."""

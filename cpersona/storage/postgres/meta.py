@@ -12,9 +12,10 @@ import psycopg
 
 from cpersona.storage.agents import ERASED, IDS_QUERY, STATS_COLUMNS, STATS_QUERY
 from cpersona.storage.meta import TABLES, VECTORS_KEY, VectorState, decode
+from cpersona.storage.postgres.portable import portable
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.records import VectorRow
-from cpersona.storage.vectors import TEXT_COLUMN
+from cpersona.storage.vectors import TEXT_COLUMN, VectorRepo
 
 log = logging.getLogger(__name__)
 
@@ -78,28 +79,38 @@ class PgAgentRepo:
         rows = self.conn.execute(STATS_QUERY).fetchall()
         return [dict(zip(STATS_COLUMNS, r)) for r in rows]
 
-    def delete_agent(self, agent_id: str) -> dict[str, int]:
-        """Delete every memory (locked ones too), profile, episode and queued task of `agent_id`."""
-        return {key: self.conn.execute(f"DELETE FROM {table} WHERE agent_id = %s", (agent_id,)).rowcount
-                for key, table in ERASED}
+    def delete_agent_chunk(self, agent_id: str, limit: int) -> tuple[dict[str, int], bool]:
+        """Delete up to `limit` memories (locked ones too), profiles, episodes and queued
+        tasks of `agent_id`; the count per table and whether the agent has no row left."""
+        counts = {key: self.conn.execute(
+            f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE agent_id = %s LIMIT %s)",
+            (agent_id, limit)).rowcount for key, table in ERASED}
+        return counts, all(n < limit for n in counts.values())
 
 
 def _embedded(dim: int, stale: tuple[int, int]) -> tuple[str, list]:
     return _EMBEDDED, [4 * dim, stale[0], stale[1]]
 
 
-class PgVectorRepo:
-    """Vector reads and writes over one connection (the predicate of storage/vectors.py)."""
+class PgVectorRepo(VectorRepo):
+    """Vector reads and writes over one connection (the predicate of storage/vectors.py);
+    the portable statements are VectorRepo's (postgres/portable.py)."""
 
     def __init__(self, conn: psycopg.Connection) -> None:
-        self.conn = conn
+        super().__init__(portable(conn))
+        self.pg = conn
+
+    def model_labels(self) -> dict[str, int]:
+        """{}: the per-row `embedding_model` column of the original CPersona 2.6 is never
+        created on PostgreSQL (`cpersona migrate` does not copy it)."""
+        return {}
 
     def embedded_rows(self, table: str, dim: int, stale: tuple[int, int]) -> Iterator[VectorRow]:
         """Every row of `table` embedded by the active model, oldest first, streamed."""
         where, params = _embedded(dim, stale)
         query = (f"SELECT id, agent_id, project_id, channel, created_at, embedding FROM {table} WHERE {where} "
                  "ORDER BY created_at, id")
-        return (VectorRow._make(r) for r in self.conn.cursor().stream(query, params, size=_STREAM_ROWS))
+        return (VectorRow._make(r) for r in self.pg.cursor().stream(query, params, size=_STREAM_ROWS))
 
     def rows_by_id(self, table: str, ids: list[int], dim: int, stale: tuple[int, int]) -> list[VectorRow]:
         """The listed rows of `table` that are embedded by the active model."""

@@ -39,7 +39,7 @@ import psycopg
 
 from cpersona.errors import SchemaTooNew, StorageError
 from cpersona.storage.meta import POSTGRES_LAYOUT_KEY
-from cpersona.storage.postgres import triggers
+from cpersona.storage.postgres import journal, triggers, words
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.schema import SCHEMA_VERSION
 
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 #: Revision of the PostgreSQL-only objects (columns, functions, triggers, indexes of this
 #: module); bump it whenever they change, so running databases get the new ones.
-LAYOUT_REVISION = 1
+LAYOUT_REVISION = 2
 #: cpersona_meta key recording the revision applied and whether the trigram indexes exist.
 LAYOUT_KEY = POSTGRES_LAYOUT_KEY
 #: Times a migration that lost a lock deadlock is run again.
@@ -81,6 +81,19 @@ FUNCTIONS = {
     "cpersona_ascii_lower": """CREATE OR REPLACE FUNCTION cpersona_ascii_lower(t text) RETURNS text LANGUAGE sql
         IMMUTABLE PARALLEL SAFE AS
         $$ SELECT translate(t, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') $$""",
+    # SQLite's json_valid(): the text parses as JSON (never an error).
+    "cpersona_json_valid": """CREATE OR REPLACE FUNCTION cpersona_json_valid(t text) RETURNS boolean
+        LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+        BEGIN PERFORM t::jsonb; RETURN t IS NOT NULL; EXCEPTION WHEN others THEN RETURN false; END $$""",
+    # A top-level field of a JSON object as text; NULL when the text is not a JSON object.
+    "cpersona_json_field": """CREATE OR REPLACE FUNCTION cpersona_json_field(t text, k text) RETURNS text
+        LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+        DECLARE j jsonb;
+        BEGIN
+          j := t::jsonb;
+          RETURN CASE WHEN jsonb_typeof(j) = 'object' THEN j ->> k END;
+        EXCEPTION WHEN others THEN RETURN NULL;
+        END $$""",
     # `source.id` of a memory as SQLite's CAST(json_extract(source, '$.id') AS TEXT): NULL
     # when the text is not a JSON object (never an error).
     "cpersona_source_id": """CREATE OR REPLACE FUNCTION cpersona_source_id(t text) RETURNS text
@@ -215,7 +228,7 @@ class Step:
 
     number: int
     name: str
-    run: Callable[[psycopg.Connection], None]
+    run: Callable[[psycopg.Connection], object]  # its result is not used
 
 
 def _run_all(ddl: dict[str, str]) -> Callable[[psycopg.Connection], None]:
@@ -249,6 +262,11 @@ def _stat_rows(conn: psycopg.Connection) -> None:
                  "COALESCE(sum(cpersona_tokens(summary) + cpersona_tokens(keywords)), 0) FROM episodes")
 
 
+def _word_index(conn: psycopg.Connection) -> None:
+    _run_all(words.DDL)(conn)
+    triggers.install_stats(conn, words.TABLE, words.TOKENS)
+
+
 #: The migration, in order, all inside one transaction.
 STEPS = (
     Step(2, "create the helper functions", _run_all(FUNCTIONS)),
@@ -258,6 +276,9 @@ STEPS = (
     Step(6, "add the lower-cased search columns", _run_all(LOWERED_COLUMNS)),
     Step(7, "count the lexical statistics", _stat_rows),
     Step(8, "create the change-feed and statistics triggers", triggers.install),
+    Step(10, "create the bulk-write journal", _run_all(journal.DDL)),
+    Step(11, "create the word index", _word_index),
+    Step(12, "index the memories the word index lacks", words.fill_missing),
 )
 #: Skipped when lexical search is disabled (CPERSONA_FTS_ENABLED=false: LIKE only, no pg_trgm needed).
 _FTS_STEPS = (Step(1, "create the pg_trgm extension", _extension),

@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cached_property
 
 import psycopg
 
+from cpersona.storage.postgres.bulk import PgBulkRepo
+from cpersona.storage.postgres.dump import PgDumpRepo
 from cpersona.storage.postgres.episodes import PgEpisodeRepo, PgProfileRepo
+from cpersona.storage.postgres.health import PgIntegrityRepo, PgInventoryRepo, PgRepairRepo
+from cpersona.storage.postgres.journal import PgJournalRepo
 from cpersona.storage.postgres.memories import PgMemoryRepo
 from cpersona.storage.postgres.meta import PgAgentRepo, PgMetaRepo, PgVectorRepo
 from cpersona.storage.postgres.search import PgSearchRepo
@@ -32,6 +37,12 @@ class PgSession:
 
     def pending_after(self) -> list[Callable[[], None]]:
         return self._after
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested transaction: an exception inside rolls back only what it did (and is re-raised)."""
+        with self.conn.transaction():
+            yield
 
     @cached_property
     def memories(self) -> PgMemoryRepo:
@@ -68,3 +79,27 @@ class PgSession:
     @cached_property
     def transfer(self) -> PgTransferRepo:
         return PgTransferRepo(self.conn)
+
+    @cached_property
+    def journal(self) -> PgJournalRepo:
+        return PgJournalRepo(self.conn)
+
+    @cached_property
+    def dump(self) -> PgDumpRepo:
+        return PgDumpRepo(self.conn)
+
+    @cached_property
+    def bulk(self) -> PgBulkRepo:
+        return PgBulkRepo(self.conn)
+
+    @cached_property
+    def repairs(self) -> PgRepairRepo:
+        return PgRepairRepo(self.conn)
+
+    @cached_property
+    def integrity(self) -> PgIntegrityRepo:
+        return PgIntegrityRepo(self.conn)
+
+    @cached_property
+    def inventory(self) -> PgInventoryRepo:
+        return PgInventoryRepo(self.conn)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 
 from cpersona.storage.meta import POSTGRES_LAYOUT_KEY
+from cpersona.storage.postgres import words
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.transfer import COLUMNS, META_TABLE
 
@@ -50,10 +51,12 @@ class PgTransferRepo:
                             "ON CONFLICT (key) DO UPDATE SET value = excluded.value", items)
 
     def finish(self) -> None:
-        """After a copy: move every id sequence past the largest copied id."""
+        """After a copy: move every id sequence past the largest copied id and index the
+        copied memories' words (the word index is derived, never copied)."""
         for table in COLUMNS:
             self.conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                               f"GREATEST((SELECT COALESCE(MAX(id), 0) FROM {table}), 1))")
+        words.fill_missing(self.conn)
 
 
 def _text_safe(value: object) -> object:

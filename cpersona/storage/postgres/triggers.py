@@ -86,6 +86,22 @@ def _stats_for(table: str, op: str, tokens: str) -> str:
 _REFERENCING = {"INSERT": "REFERENCING NEW TABLE AS new_rows", "DELETE": "REFERENCING OLD TABLE AS old_rows",
                 "UPDATE": "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"}
 
+def install_stats(conn: psycopg.Connection, table: str, tokens: str) -> None:
+    """Statistics-only triggers (no change feed) keeping `lexical_stats` rows of `table`,
+    `tokens` being the token count of one row."""
+    for op in ("INSERT", "UPDATE", "DELETE"):
+        fn = f"cpersona_{table}_{op.lower()}"
+        conn.execute(f"""CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$
+            DECLARE d_rows bigint; d_tokens bigint;
+            BEGIN
+              {_stats_for(table, op, tokens)}
+              RETURN NULL;
+            END $$""")
+        conn.execute(f"DROP TRIGGER IF EXISTS {fn} ON {table}")
+        conn.execute(f"CREATE TRIGGER {fn} AFTER {op} ON {table} {_REFERENCING[op]} "
+                     f"FOR EACH STATEMENT EXECUTE FUNCTION {fn}()")
+
+
 def install(conn: psycopg.Connection) -> None:
     """(Re)create every trigger function and trigger (idempotent: CREATE OR REPLACE)."""
     for table in _FED:

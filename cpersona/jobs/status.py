@@ -1,0 +1,56 @@
+"""The body of get_queue_status: the worker's state, the pending and failed tasks, and the
+background re-embedding's progress after a model change."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from cpersona.embedding import identity
+
+if TYPE_CHECKING:
+    from cpersona.jobs.task_queue import TaskQueue
+
+
+def queue_status(queue: TaskQueue) -> dict[str, Any]:
+    """{enabled, running, state, pending, failed, retrying, retries, max_retries, retry_delay,
+    oldest_pending_age_s, waiting_reason?, recent_failures?, reembed?}.
+
+    `retries` = sum of the failed attempts of the pending tasks; `retrying` = how many
+    pending tasks failed at least once; `failed` = tasks given up (kept with their error);
+    `reembed` = {from_model, from_dim, to_model, to_dim, total, done, remaining} while rows
+    still hold vectors of a previous model.
+    """
+    with queue.db.read() as s:
+        summary = s.tasks.summary()
+        reembed = identity.progress(s, s.meta.vector_state())
+    running = queue.running()
+    out: dict[str, Any] = {
+        "enabled": queue.enabled,
+        "running": running,
+        "state": queue.state if running else "stopped",
+        "pending": summary["pending"],
+        "failed": summary["failed"],
+        "retrying": summary["retrying"],
+        "retries": summary["retries"],
+        "max_retries": queue.max_retries,
+        "retry_delay": queue.delay,
+        "oldest_pending_age_s": _age_seconds(summary["oldest"], queue.clock()),
+    }
+    if queue.waiting_reason and running:
+        out["waiting_reason"] = queue.waiting_reason
+    if summary["recent_failures"]:
+        out["recent_failures"] = summary["recent_failures"]
+    if reembed is not None:
+        out["reembed"] = reembed
+    return out
+
+
+def _age_seconds(created_at: str | None, now: float) -> float | None:
+    if not created_at:
+        return None
+    try:
+        then = datetime.strptime(created_at, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+    return round(max(0.0, now - then), 1)

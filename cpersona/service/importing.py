@@ -1,0 +1,238 @@
+"""import_memories: bring memories, episodes and profiles in from a file — a cpersona export
+(ours or the original's 1.0 / 1.1), another memory server's file (`portable/formats.py`),
+or a whole database file of any CPersona version (`storage/originals.py`).
+
+1. The whole file is read and checked first (size cap, UTF-8, JSON, field types, header
+   counts, the write-path rules): a defect anywhere is answered before a row is written.
+2. Dedup is exact per bucket — same (agent, project, message id), same (agent, project,
+   channel, content), same episode summary — against the database AND earlier lines of
+   the file, so importing the same file twice adds nothing.
+3. The rows are written as one journaled bulk operation (`service/bulkwrite.py`): short
+   transactions, all or nothing, a crash undone on the next start.
+4. Vectors: an export's `embedding_b64` is kept only when the file names the same model
+   and dimension as this database records; every other row is queued for the task queue,
+   which embeds it in the background — two models' vectors are never mixed.
+A profile overwrites the existing one of the same (agent, user_id) with the file's text and
+time (the original's rule). `dry_run` makes every decision and writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cpersona.errors import StorageError
+from cpersona.policy import validate
+from cpersona.portable import formats, plan, reader
+from cpersona.portable.paths import confine
+from cpersona.service.bulkwrite import BulkRun
+from cpersona.service.exporting import ExportService, Progress
+from cpersona.service.paused import skipped_body
+from cpersona.storage import Session
+from cpersona.storage.codec import from_blob
+from cpersona.storage.originals import SourceFile, is_sqlite
+from cpersona.storage.records import RowRef
+from cpersona.util.threads import cycle_collection_paused
+
+_TEXT_FIELDS = {"memory": ("agent_id", "msg_id", "content", "source", "timestamp", "metadata", "project_id", "channel"),
+                "episode": ("agent_id", "summary", "keywords", "project_id", "channel"),
+                "profile": ("agent_id", "user_id", "content", "project_id")}
+_KIND = {"memories": "memory", "episodes": "episode", "profiles": "profile"}
+
+
+@dataclass
+class Tally:
+    """What an import did (or would do)."""
+
+    memories: int = 0
+    skipped_memories: int = 0
+    episodes: int = 0
+    skipped_episodes: int = 0
+    profiles: int = 0
+    kept_vectors: int = 0
+    seen: set = field(default_factory=set)  # dedup keys of earlier rows (dry run)
+
+    def body(self, dry_run: bool) -> dict[str, Any]:
+        return {"ok": True, "dry_run": dry_run, "imported_memories": self.memories,
+                "skipped_memories": self.skipped_memories, "imported_episodes": self.episodes,
+                "skipped_episodes": self.skipped_episodes, "profile_updated": self.profiles > 0,
+                "profiles_updated": self.profiles, "embeddings_kept": self.kept_vectors}
+
+
+def _failure(error: str, dry_run: bool, notes: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"ok": False, "error": error, "dry_run": dry_run, "imported_memories": 0,
+                           "skipped_memories": 0, "imported_episodes": 0, "skipped_episodes": 0,
+                           "profile_updated": False}
+    if notes:
+        out["errors"] = notes
+    return out
+
+
+def _db_items(source: SourceFile, target: str) -> list[formats.Item]:
+    """Every row of another database file as import items (text columns as text)."""
+    items = []
+    for table, kind in _KIND.items():
+        for row in source.dump.rows(table, None, with_embedding=table == "memories"):
+            for key in _TEXT_FIELDS[kind]:
+                value = row.get(key)
+                row[key] = "" if value is None else value if isinstance(value, str) else str(value)
+            if target:
+                row["agent_id"] = target
+            row.setdefault("embedding", None)
+            items.append(formats.Item(kind, int(row.pop("id") or 0), row))
+    return items
+
+
+class ImportService(ExportService):
+    """import_memories; mixed into `Engine`."""
+
+    def import_memories(self, input_path: Any, target_agent_id: Any = "", dry_run: Any = False, *,
+                        confined: bool = True, progress: Progress | None = None) -> dict[str, Any]:
+        """Import a file (module doc). Returns {ok: true, dry_run, format, imported_memories,
+        skipped_memories, imported_episodes, skipped_episodes, profile_updated,
+        profiles_updated, embeddings_kept, errors?: [notes]}; a file with a defect or a write
+        that failed answers {ok: false, error, …} and changes nothing. Raises
+        InvalidArgument for a bad argument or a path outside the export folder.
+        """
+        dry = validate.boolean("dry_run", dry_run)
+        if not dry and (paused := skipped_body(self.pause, "import_memories")) is not None:
+            return paused
+        target = validate.identifier("target_agent_id", target_agent_id)
+        path = confine("input_path", input_path, self.export_root() if confined else None)
+        if not path.exists():
+            return _failure(f"input_path: {path} does not exist", dry)
+        with cycle_collection_paused():
+            return self._import(path, target, dry, progress)
+
+    def _import(self, path: Path, target: str, dry: bool, progress: Progress | None) -> dict[str, Any]:
+        try:
+            fmt, items, notes, model = self._read(path, target)
+            todo = plan.prepare(items, plan.Caps(self.settings.max_content_length, self.settings.max_profile_length,
+                                                 self.settings.max_metadata_length))
+        except (reader.FileDefect, StorageError) as err:
+            return _failure(f"nothing was imported: {err}", dry)
+        except OSError as err:
+            return _failure(f"input_path: cannot read {path}: {err}", dry)
+        notes += todo.notes
+        tally = Tally(skipped_memories=todo.skipped_memories, skipped_episodes=todo.skipped_episodes)
+        if dry:
+            self._simulate(todo, tally)
+        else:
+            error = self._write(path, todo, tally, model, progress)
+            if error:
+                return _failure(error, dry, notes)
+        out = {**tally.body(dry), "format": fmt}
+        if notes:
+            out["errors"] = notes
+        return out
+
+    def _read(self, path: Path, target: str) -> tuple[str, list[formats.Item], list[str], tuple | None]:
+        """(format, items, notes, (model, dim) of the file's vectors or None)."""
+        if is_sqlite(path):
+            source = SourceFile(path)
+            try:
+                info = source.describe()
+                return (f"database v{info['schema_version']} ({info['written_by']})", _db_items(source, target), [],
+                        source.vector_model())
+            finally:
+                source.close()
+        parsed = formats.parse(reader.read_lines(path, self.settings.max_import_bytes), path.suffix, target)
+        head = parsed.header or {}
+        model = (head.get("embedding_model"), head.get("embedding_dim")) if head.get("embedding_model") else None
+        return parsed.format, parsed.items, parsed.notes, model
+
+    # ------------------------------------------------------------- dry run
+    def _simulate(self, todo: plan.Plan, tally: Tally) -> None:
+        with self.db.read() as s:
+            for item in todo.memories:
+                r = item.row
+                keys: list[tuple] = [("m", r["agent_id"], r["project_id"], r["msg_id"])] if r["msg_id"] else []
+                keys.append(("c", r["agent_id"], r["project_id"], r["channel"], r["content"]))
+                taken = (r["msg_id"] and s.bulk.msg_id_taken(r["agent_id"], r["project_id"], r["msg_id"])) or \
+                    s.bulk.content_taken(r["agent_id"], r["project_id"], r["channel"], r["content"])
+                self._count(tally, keys, bool(taken), "memories")
+            for item in todo.episodes:
+                r = item.row
+                key = ("e", r["agent_id"], r["project_id"], r["channel"], r["summary"])
+                self._count(tally, [key], s.bulk.episode_taken(*key[1:]), "episodes")
+            for item in todo.profiles:
+                prior = s.bulk.profile(item.row["agent_id"], item.row["user_id"])
+                tally.profiles += prior is None or prior["content"] != item.row["content"]
+
+    @staticmethod
+    def _count(tally: Tally, keys: list[tuple], taken: bool, what: str) -> None:
+        if taken or any(k in tally.seen for k in keys):
+            setattr(tally, f"skipped_{what}", getattr(tally, f"skipped_{what}") + 1)
+            return
+        tally.seen.update(keys)
+        setattr(tally, what, getattr(tally, what) + 1)
+
+    # ------------------------------------------------------------------ write
+    def _write(self, path: Path, todo: plan.Plan, tally: Tally, model: tuple | None,
+               progress: Progress | None) -> str:
+        """Write the plan as one bulk operation; '' on success, else the error (undone)."""
+        with self.db.read() as s:
+            state = s.meta.vector_state()
+        keep = model if model is not None and state.model and tuple(model) == (state.model, state.dim) else None
+        items = [*todo.memories, *todo.episodes, *todo.profiles]
+        run = BulkRun(self.db, "import", {"file": str(path), "rows": len(items)}, self._forget_rows)
+        writers = {"memory": self._put_memory, "episode": self._put_episode, "profile": self._put_profile}
+        try:
+            run.write(items, lambda s, op, item: writers[item.kind](s, op, item, keep, tally),
+                      (lambda done: progress("import", done, len(items))) if progress else None)
+            run.commit()
+        except Exception as err:  # noqa: BLE001 — undone, and reported in the answer
+            removed = run.abort()
+            return f"import aborted and rolled back ({removed} rows removed): {type(err).__name__}: {err}"
+        self.queue.notify()
+        return ""
+
+    def _forget_rows(self, rows: list[tuple[str, int]]) -> None:
+        for table, row_id in rows:
+            if table != "profiles":
+                self.resident.remove(table, row_id)
+
+    def _place(self, s: Session, table: str, ref: RowRef, blob: bytes | None) -> None:
+        """A written row's vector goes to the resident index after COMMIT; without one the
+        row is queued for the task queue (same transaction)."""
+        vec = from_blob(blob) if blob is not None else None
+        if vec is None:
+            self.queue.enqueue_embed(s, table, ref)
+        else:
+            s.after(lambda: self.resident.add(table, ref, vec))
+
+    def _put_memory(self, s: Session, op: int, item: formats.Item, keep: tuple | None, tally: Tally) -> None:
+        r = item.row
+        if r["msg_id"] and s.bulk.msg_id_taken(r["agent_id"], r["project_id"], r["msg_id"]):
+            tally.skipped_memories += 1
+            return
+        blob = r["embedding"] if keep and r["embedding"] and len(r["embedding"]) == 4 * keep[1] else None
+        ref = s.bulk.insert_memory(r, blob)
+        if ref is None:
+            tally.skipped_memories += 1
+            return
+        s.journal.note(op, "insert", "memories", ref.id)
+        self._place(s, "memories", ref, blob)
+        tally.memories += 1
+        tally.kept_vectors += blob is not None
+
+    def _put_episode(self, s: Session, op: int, item: formats.Item, keep: tuple | None, tally: Tally) -> None:
+        r = item.row
+        if s.bulk.episode_taken(r["agent_id"], r["project_id"], r["channel"], r["summary"]):
+            tally.skipped_episodes += 1
+            return
+        ref = s.bulk.insert_episode(r, None)
+        s.journal.note(op, "insert", "episodes", ref.id)
+        self._place(s, "episodes", ref, None)
+        tally.episodes += 1
+
+    def _put_profile(self, s: Session, op: int, item: formats.Item, keep: tuple | None, tally: Tally) -> None:
+        r = item.row
+        prior = s.bulk.profile(r["agent_id"], r["user_id"])
+        if prior is not None and prior["content"] == r["content"]:
+            return
+        row_id = s.bulk.put_profile(r["agent_id"], r["user_id"], r["content"], r["updated_at"], r["project_id"])
+        s.journal.note(op, "profile", "profiles", row_id,
+                       None if prior is None else {k: prior[k] for k in ("content", "updated_at", "project_id")})
+        tally.profiles += 1

@@ -1,0 +1,135 @@
+"""The bulk-write journal (ours): what makes a large import or merge all-or-nothing although
+it is written in many short transactions.
+
+A bulk operation writes its rows in chunks of a few milliseconds each, so the write lock is
+never held long (a recall, another process's store, the queue go on in between). Every
+chunk records, in the same transaction, what it did (`cpersona_bulk_rows`):
+
+    insert   (table, new row id)           undo: delete the row
+    profile  (profiles, row id, prior)     undo: put the prior profile back (prior NULL: delete it)
+    delete   (table, source row id)        a merge "move": delete this source row after the commit point
+
+The commit point is one tiny statement: the operation's phase becomes `done` (or `deleting`
+for a move). An operation found in phase `writing` whose process is gone (kill -9, power
+loss) is undone chunk by chunk; one found in `deleting` is rolled forward. Journal rows of a
+finished operation are removed afterwards, in chunks. Both tables are created on first use;
+other tools (the original CPersona) ignore them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+OPS = "cpersona_bulk_ops"
+ROWS = "cpersona_bulk_rows"
+_DDL = (
+    f"""CREATE TABLE IF NOT EXISTS {OPS} (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        phase TEXT NOT NULL DEFAULT 'writing',
+        owner TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{{}}',
+        started_at TEXT NOT NULL DEFAULT (datetime('now')))""",
+    f"""CREATE TABLE IF NOT EXISTS {ROWS} (
+        op INTEGER NOT NULL,
+        action TEXT NOT NULL,
+        tbl TEXT NOT NULL,
+        row_id INTEGER NOT NULL,
+        prior TEXT)""",
+    f"CREATE INDEX IF NOT EXISTS idx_{ROWS}_op ON {ROWS}(op, action)",
+)
+TABLES = ("memories", "episodes", "profiles")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One journaled bulk operation."""
+
+    id: int
+    kind: str
+    phase: str  # writing | deleting | done
+    owner: str
+    detail: dict[str, Any]
+    started_at: str
+
+
+class JournalRepo:
+    """Journal reads and writes over one connection (inside the caller's transaction)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def exists(self) -> bool:
+        return self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                 (OPS,)).fetchone() is not None
+
+    def begin(self, kind: str, owner: str, detail: dict[str, Any]) -> int:
+        """Create the tables if needed and open an operation in phase `writing`."""
+        for ddl in _DDL:
+            self.conn.execute(ddl)
+        cur = self.conn.execute(f"INSERT INTO {OPS}(kind, owner, detail) VALUES (?, ?, ?)",
+                                (kind, owner, json.dumps(detail)))
+        return int(cur.lastrowid or 0)
+
+    def note(self, op: int, action: str, table: str, row_id: int, prior: dict[str, Any] | None = None) -> None:
+        """Record one effect of `op` (see the module doc for the actions)."""
+        self.conn.execute(f"INSERT INTO {ROWS}(op, action, tbl, row_id, prior) VALUES (?, ?, ?, ?, ?)",
+                          (op, action, table, row_id, None if prior is None else json.dumps(prior)))
+
+    def set_phase(self, op: int, phase: str) -> None:
+        """The commit point (`done`, or `deleting` for a move)."""
+        self.conn.execute(f"UPDATE {OPS} SET phase = ? WHERE id = ?", (phase, op))
+
+    def ops(self) -> list[Op]:
+        """Every journaled operation (none when the tables do not exist)."""
+        if not self.exists():
+            return []
+        rows = self.conn.execute(f"SELECT id, kind, phase, owner, detail, started_at FROM {OPS} ORDER BY id")
+        return [Op(r[0], r[1], r[2], r[3], json.loads(r[4] or "{}"), r[5]) for r in rows]
+
+    def remaining(self, op: int, action: str) -> int:
+        return self.conn.execute(f"SELECT COUNT(*) FROM {ROWS} WHERE op = ? AND action = ?", (op, action)).fetchone()[0]
+
+    def undo(self, op: int, limit: int) -> list[tuple[str, int]]:
+        """Undo up to `limit` inserts / profile changes of `op` (newest first) and forget
+        them; returns the (table, id) of the rows removed."""
+        rows = self.conn.execute(
+            f"SELECT rowid, action, tbl, row_id, prior FROM {ROWS} WHERE op = ? AND action IN ('insert', 'profile') "
+            "ORDER BY rowid DESC LIMIT ?", (op, limit)).fetchall()
+        removed: list[tuple[str, int]] = []
+        for rowid, action, table, row_id, prior in rows:
+            if table not in TABLES:
+                raise ValueError(f"journal row {rowid} names an unknown table {table!r}")
+            if action == "profile" and prior is not None:
+                old = json.loads(prior)
+                self.conn.execute("UPDATE profiles SET content = ?, updated_at = ?, project_id = ? WHERE id = ?",
+                                  (old["content"], old["updated_at"], old["project_id"], row_id))
+            else:
+                self.conn.execute(f"DELETE FROM {table} WHERE id = ?", (row_id,))
+                removed.append((table, row_id))
+            self.conn.execute(f"DELETE FROM {ROWS} WHERE rowid = ?", (rowid,))
+        return removed
+
+    def redo_deletes(self, op: int, limit: int) -> list[tuple[str, int]]:
+        """Delete up to `limit` source rows `op` still has to delete (a move past its
+        commit point) and forget them; returns the (table, id) deleted."""
+        rows = self.conn.execute(f"SELECT rowid, tbl, row_id FROM {ROWS} WHERE op = ? AND action = 'delete' "
+                                 "ORDER BY rowid LIMIT ?", (op, limit)).fetchall()
+        for rowid, table, row_id in rows:
+            if table not in TABLES:
+                raise ValueError(f"journal row {rowid} names an unknown table {table!r}")
+            self.conn.execute(f"DELETE FROM {table} WHERE id = ?", (row_id,))
+            self.conn.execute(f"DELETE FROM {ROWS} WHERE rowid = ?", (rowid,))
+        return [(table, row_id) for _, table, row_id in rows]
+
+    def forget(self, op: int, limit: int) -> int:
+        """Drop up to `limit` journal rows of a finished `op`; the op itself once none is
+        left. Returns how many rows were dropped (0 = the op is gone)."""
+        cur = self.conn.execute(f"DELETE FROM {ROWS} WHERE rowid IN (SELECT rowid FROM {ROWS} WHERE op = ? LIMIT ?)",
+                                (op, limit))
+        if cur.rowcount == 0:
+            self.conn.execute(f"DELETE FROM {OPS} WHERE id = ?", (op,))
+        return cur.rowcount

@@ -1,0 +1,111 @@
+"""`cpersona serve` as a user and a host meet it: one startup line naming what runs, Ctrl-C
+stops it cleanly, and the bundled model loads at process start in every transport so the
+first store and recall of a session already have vectors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from cpersona.embedding.local import model_installed
+
+from conftest import clean_env, run_mcp
+
+needs_model = pytest.mark.skipif(not model_installed("use"), reason="bundled model not installed ('.[embed]')")
+
+
+def _spawn(env: dict[str, str], cwd) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "cpersona"], env=env, cwd=str(cwd), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 60) -> list[str]:
+    """stderr lines read until one contains `needle` (fails after `timeout` seconds)."""
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            return lines
+    raise AssertionError(f"no {needle!r} on stderr: {lines}")
+
+
+def test_startup_line_and_ctrl_c_stop_cleanly(tmp_path):
+    db = tmp_path / "s.db"
+    proc = _spawn(clean_env(CPERSONA_DB_PATH=str(db), CPERSONA_EMBEDDING_MODE="none"), tmp_path)
+    try:
+        line = _wait_for_line(proc, "cpersona ")[-1]
+        for part in ("MCP on stdio", f"database {db}", "embedding none", "stop: Ctrl-C"):
+            assert part in line, line
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        rest = proc.stderr.read()
+        assert "Traceback" not in rest and "stopped (Ctrl-C)" in rest
+        assert proc.stdout.read() == ""  # stdout is the protocol: nothing else is ever printed there
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_original_layout_database_is_used_and_named(tmp_path):
+    legacy = tmp_path / "data" / "cpersona.db"
+    legacy.parent.mkdir()
+    legacy.write_bytes(b"")
+    env = {k: v for k, v in clean_env(CPERSONA_EMBEDDING_MODE="none").items() if k != "CPERSONA_DB_PATH"}
+    proc = _spawn(env, tmp_path)
+    try:
+        line = _wait_for_line(proc, "cpersona ")[-1]
+        assert f"database {legacy}" in line and "original CPersona" in line
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+
+
+@needs_model
+def test_http_transport_loads_the_model_at_process_start(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = clean_env(CPERSONA_DB_PATH=str(tmp_path / "h.db"), CPERSONA_EMBEDDING_MODE="local",
+                    CPERSONA_TRANSPORT="streamable-http", CPERSONA_HTTP_PORT=str(port),
+                    CPERSONA_AUTH_TOKEN="serve-test-token-0123456789abcdefghij", CPERSONA_LOG_LEVEL="info")
+    proc = _spawn(env, tmp_path)
+    try:
+        lines = _wait_for_line(proc, "local embedding model", timeout=120)  # no client has connected
+        assert "loaded in" in lines[-1]
+        assert any(f"MCP at http://127.0.0.1:{port}/mcp" in line for line in lines)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+
+
+@needs_model
+def test_first_store_and_recall_of_a_session_have_vectors(tmp_path):
+    """The agent's first calls come while the model may still be loading: both wait for it."""
+
+    async def scenario(client):
+        stored = await client.ok("store", {"agent_id": "kai", "content": "Our staging cluster runs in Frankfurt"})
+        found = await client.ok("recall", {"agent_id": "kai", "query": "where does the staging cluster run?",
+                                           "verbose": True})
+        return stored, found
+
+    started = time.monotonic()
+    run = run_mcp(scenario, tmp_path / "v.db", env={"CPERSONA_EMBEDDING_MODE": "local",
+                                                     "CPERSONA_MODEL_WAIT_SECONDS": "90"})
+    stored, found = run.result
+    assert stored["embedded"] is True, stored
+    assert "advisory" not in found, found
+    best = found["messages"][-1]
+    assert best["content"] == "Our staging cluster runs in Frankfurt" and "cosine" in best["match_reason"]
+    assert time.monotonic() - started < 120
+    assert os.path.exists(tmp_path / "v.db")

@@ -1,0 +1,73 @@
+"""The word index (`memories_words`, storage/schema.py WORD_TABLES): backfilled when a file
+is first opened, kept in step by our writes, and harmless to the original CPersona, which
+writes the same file without knowing the table (its writes are plain SQL on `memories`)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from cpersona.storage import Database
+from cpersona.util.words import index_form
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+
+
+def pairs(path: Path, sql: str) -> dict[int, str]:
+    conn = sqlite3.connect(path)
+    try:
+        return dict(conn.execute(sql))
+    finally:
+        conn.close()
+
+
+def words(path: Path) -> dict[int, str]:
+    return pairs(path, "SELECT rowid, body FROM memories_words")
+
+
+def contents(path: Path) -> dict[int, str]:
+    return pairs(path, "SELECT id, content FROM memories")
+
+
+@pytest.fixture
+def original_db(tmp_path) -> Path:
+    src = FIXTURES / "original-2.5.4" / "memory.db"
+    if not src.exists():
+        pytest.skip("shared fixtures are not present")
+    dst = tmp_path / "memory.db"
+    shutil.copy(src, dst)
+    return dst
+
+
+def test_first_open_backfills_every_memory(original_db):
+    Database(str(original_db)).close()
+    assert words(original_db) == {i: index_form(c) for i, c in contents(original_db).items()}
+
+
+def test_writes_of_a_program_without_the_word_index_succeed_and_are_indexed_at_the_next_open(original_db):
+    Database(str(original_db)).close()
+    # the original CPersona's statements: plain SQL, no knowledge of memories_words
+    conn = sqlite3.connect(original_db)
+    with conn:
+        conn.execute("INSERT INTO memories(agent_id, content, timestamp) VALUES ('kai', 'Café Zürich notes', '')")
+        first, second = [r[0] for r in conn.execute("SELECT id FROM memories ORDER BY id LIMIT 2")]
+        conn.execute("UPDATE memories SET content = 'rewritten by the original' WHERE id = ?", (first,))
+        conn.execute("DELETE FROM memories WHERE id = ?", (second,))
+    conn.close()
+    assert second not in words(original_db)
+    Database(str(original_db)).close()
+    assert words(original_db) == {i: index_form(c) for i, c in contents(original_db).items()}
+
+
+def test_our_writes_keep_the_word_index_in_step(tmp_path):
+    from conftest import new_engine
+
+    eng = new_engine(tmp_path / "w.db")
+    mid = eng.store("a", "ＮＡＳ２ backups run nightly")["id"]
+    eng.update_memory(mid, "the NAS moved to room 4")
+    gone = eng.store("a", "temporary note")["id"]
+    eng.delete_memory(gone)
+    eng.close()
+    assert words(tmp_path / "w.db") == {mid: index_form("the NAS moved to room 4")}

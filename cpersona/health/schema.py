@@ -24,6 +24,7 @@ _OUR_COLUMNS = (("pending_memory_tasks", "status"),)
 _OUR_OBJECTS = frozenset({"idx_pending_tasks_embed"})
 #: FTS table each sync trigger feeds.
 _TRIGGER_FTS = {name: "memories_fts" if name.startswith("memories") else "episodes_fts" for name in schema.FTS_TRIGGERS}
+_TRIGGER_FTS.update(dict.fromkeys(schema.WORD_TRIGGERS, "memories_words"))
 
 
 def normalise_ddl(sql: str) -> str:
@@ -48,14 +49,15 @@ def detect_integrity(ctx: Context) -> list[Issue]:
 def _fts_tables(ctx: Context) -> list[str]:
     if not ctx.settings.fts_enabled:
         raise NotApplicable("full-text search is disabled (CPERSONA_FTS_ENABLED=false)")
-    return list(schema.FTS_TABLES)
+    return [*schema.FTS_TABLES, *schema.WORD_TABLES]
 
 
 def detect_fts(ctx: Context) -> list[Issue]:
     out: list[Issue] = []
     missing = [t for t in _fts_tables(ctx) if not ctx.s.integrity.has_table(t)]
-    if missing:
-        out.append({"type": "fts_unavailable", "severity": "warn", "tables": missing, "fixable": False,
+    unavailable = [t for t in missing if t in schema.FTS_TABLES]  # a missing word index awaits our migration
+    if unavailable:
+        out.append({"type": "fts_unavailable", "severity": "warn", "tables": unavailable, "fixable": False,
                     "reason": "the FTS5 tables are missing: keyword search falls back to LIKE",
                     "hint": "open the file with a cpersona whose SQLite has FTS5 (it creates and fills them)"})
     with ctx.fts_session() as s:
@@ -110,7 +112,7 @@ def detect_migration(ctx: Context) -> list[Issue]:
     """A file written by another release that the server has not opened yet."""
     integrity = ctx.s.integrity
     missing = [f"{t}.{c}" for t, c in _OUR_COLUMNS if integrity.has_table(t) and not integrity.has_column(t, c)]
-    missing += [t for t in ("cpersona_meta",) if not integrity.has_table(t)]
+    missing += [t for t in ("cpersona_meta", *schema.WORD_TABLES) if not integrity.has_table(t)]
     missing += [n for n in sorted(_OUR_OBJECTS) if integrity.object_sql("index", n) is None]
     if not missing:
         return []
@@ -147,6 +149,8 @@ def canonical_objects(ctx: Context) -> list[tuple[str, str, str, str]]:
     objects += [("index", n, ddl, "critical") for n, ddl in schema.UNIQUE_INDEXES.items()]
     if ctx.settings.fts_enabled and ctx.s.integrity.has_table("memories_fts"):
         objects += [("trigger", n, ddl, "critical") for n, ddl in schema.FTS_TRIGGERS.items()]
+    if ctx.settings.fts_enabled and ctx.s.integrity.has_table("memories_words"):
+        objects += [("trigger", n, ddl, "critical") for n, ddl in schema.WORD_TRIGGERS.items()]
     return objects
 
 

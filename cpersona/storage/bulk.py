@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from cpersona.storage import word_index
 from cpersona.storage.records import RowRef
 from cpersona.util.time import utc_now_iso
 
@@ -28,8 +29,9 @@ _RECOVERABLE = f"channel = 'discord' AND COALESCE({_SESSION} GLOB '[0-9]*:*', 0)
 class BulkRepo:
     """Whole-row writes and exact probes over one connection."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, word_index: bool = False) -> None:
         self.conn = conn
+        self.word_index = word_index  # keep `memories_words` in step (storage.word_index)
 
     # ---------------------------------------------------------------- probes
     def msg_id_taken(self, agent: str, project: str, msg_id: str) -> bool:
@@ -64,6 +66,8 @@ class BulkRepo:
             [row[k] for k in _MEMORY] + [blob, created])
         if cur.rowcount == 0 or cur.lastrowid is None:
             return None
+        if self.word_index:
+            word_index.put(self.conn, cur.lastrowid, row["content"])
         return RowRef(cur.lastrowid, row["agent_id"], row["project_id"], row["channel"], created)
 
     def insert_episode(self, row: Mapping[str, Any], blob: bytes | None) -> RowRef:

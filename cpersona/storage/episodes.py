@@ -6,6 +6,7 @@ import sqlite3
 from typing import Any
 
 from cpersona.errors import Refused
+from cpersona.storage import paging
 from cpersona.storage.records import EpisodeDraft, EpisodeRow, RowRef
 from cpersona.storage.scope import Scope
 
@@ -55,18 +56,9 @@ class EpisodeRepo:
         return {row[0]: EpisodeRow._make(row) for row in self.conn.execute(sql, [*ids, *params])}
 
     def listing(self, scope: Scope, limit: int, before: tuple[str, int] | None = None) -> list[dict[str, Any]]:
-        """Newest first: dicts with LIST_COLUMNS. `before` =
-        (created_at, id) of the last row already listed: only older rows (the next page)."""
-        where, params = scope.predicate()
-        args: list[Any] = list(params)
-        if before is not None:
-            where = f"({where}) AND (created_at < ? OR (created_at = ? AND id < ?))"
-            args += [before[0], before[0], before[1]]
-        rows = self.conn.execute(
-            f"SELECT {', '.join(LIST_COLUMNS)} FROM episodes WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-            [*args, limit],
-        ).fetchall()
-        return [dict(zip(LIST_COLUMNS, r)) for r in rows]
+        """Newest first: dicts with LIST_COLUMNS. `before` = (created_at, id) of the last row already listed: only
+        older rows (the next page; storage/paging.py)."""
+        return paging.newest_first(self.conn, "episodes", LIST_COLUMNS, scope, limit, before)
 
     def owned(self, episode_id: int, agent_id: str) -> EpisodeRow | None:
         """The episode if `agent_id` owns it."""

@@ -114,6 +114,10 @@ class IntegrityRepo:
         missing = [f"{fts}_{part}" for part in _SHADOWS if not self.has_table(f"{fts}_{part}")]
         if missing:
             return f"shadow table(s) missing: {', '.join(missing)}"
+        problem = self._fts_check(fts)
+        return problem or (self._words_out_of_step() if fts in schema.WORD_TABLES else "")
+
+    def _fts_check(self, fts: str) -> str:
         try:
             self.conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
             return ""
@@ -128,25 +132,44 @@ class IntegrityRepo:
             return _damage_text(err)
         return ""
 
+    def _words_out_of_step(self) -> str:
+        """The word index holds its own text, so FTS5's check cannot compare it with
+        `memories`: count the memories without a word row and the word rows without a memory."""
+        lacking = self.conn.execute(
+            "SELECT count(*) FROM memories WHERE id NOT IN (SELECT rowid FROM memories_words)").fetchone()[0]
+        orphans = self.conn.execute(
+            "SELECT count(*) FROM memories_words WHERE rowid NOT IN (SELECT id FROM memories)").fetchone()[0]
+        if not (lacking or orphans):
+            return ""
+        return f"out of step with memories: {lacking} memories not indexed, {orphans} rows of deleted memories"
+
     def fts_rebuild(self, fts: str) -> str:
-        """Rebuild `fts` from its content table; if that fails (a shadow table is gone),
-        drop and recreate the FTS table, then rebuild. '' on success, else the error."""
+        """Rebuild `fts` from its content table (the word index: emptied and filled again
+        from `memories`); if that fails (a shadow table is gone), drop and recreate the FTS
+        table, then rebuild. '' on success, else the error."""
         try:
-            self.conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
+            self._rebuild(fts)
             return ""
         except sqlite3.DatabaseError as err:
             first = _damage_text(err)
         try:
             self.conn.execute("SAVEPOINT fts_recreate")
             self.conn.execute(f"DROP TABLE IF EXISTS {fts}")
-            self.conn.execute(schema.FTS_TABLES[fts])
-            self.conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
+            self.conn.execute({**schema.FTS_TABLES, **schema.WORD_TABLES}[fts])
+            self._rebuild(fts)
             self.conn.execute("RELEASE fts_recreate")
         except sqlite3.DatabaseError as err:
             self.conn.execute("ROLLBACK TO fts_recreate")
             self.conn.execute("RELEASE fts_recreate")
             return f"{first}; recreating failed too: {_damage_text(err)}"
         return ""
+
+    def _rebuild(self, fts: str) -> None:
+        if fts in schema.WORD_TABLES:
+            self.conn.execute(f"DELETE FROM {fts}")
+            migration.index_words(self.conn)
+        else:
+            self.conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
 
     # ------------------------------------------------------------- objects
     def object_sql(self, kind: str, name: str) -> str | None:

@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cpersona.errors import Refused
+from cpersona.storage import paging, word_index
 from cpersona.storage.records import MemoryDraft, MemoryRow, RowRef
 from cpersona.storage.scope import Scope, source_id_predicate
-from cpersona.util.words import canonical_forms, index_form
+from cpersona.util.words import canonical_forms
 
 #: Columns of a `MemoryRow`, for a table aliased `m`.
 ROW_COLUMNS = "m.id, m.content, m.timestamp, m.created_at, m.source, m.msg_id"
@@ -54,9 +55,7 @@ class MemoryRepo:
 
     def _index_words(self, memory_id: int, content: str, replace: bool = False) -> None:
         if self.word_index:
-            if replace:
-                self.conn.execute("DELETE FROM memories_words WHERE rowid = ?", (memory_id,))
-            self.conn.execute("INSERT INTO memories_words(rowid, body) VALUES (?, ?)", (memory_id, index_form(content)))
+            word_index.put(self.conn, memory_id, content, replace)
 
     # ------------------------------------------------------------------ write
     def find_duplicate(self, d: MemoryDraft) -> tuple[str, int] | None:
@@ -187,17 +186,9 @@ class MemoryRepo:
 
     def listing(self, scope: Scope, limit: int, before: tuple[str, int] | None = None) -> list[dict[str, Any]]:
         """Newest first: dicts with LIST_COLUMNS (`source` as stored JSON text). `before` =
-        (created_at, id) of the last row already listed: only older rows (the next page)."""
-        where, params = scope.predicate()
-        args: list[Any] = list(params)
-        if before is not None:
-            where = f"({where}) AND (created_at < ? OR (created_at = ? AND id < ?))"
-            args += [before[0], before[0], before[1]]
-        rows = self.conn.execute(
-            f"SELECT {', '.join(LIST_COLUMNS)} FROM memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-            [*args, limit],
-        ).fetchall()
-        return [dict(zip(LIST_COLUMNS, r)) for r in rows]
+        (created_at, id) of the last row already listed: only older rows (the next page;
+        storage/paging.py)."""
+        return paging.newest_first(self.conn, "memories", LIST_COLUMNS, scope, limit, before)
 
     def owned(self, memory_id: int, agent_id: str) -> tuple[str, str, str, str] | None:
         """(content, source JSON, timestamp, msg_id) of the memory if `agent_id` owns it."""

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cpersona.errors import SchemaTooNew
-from cpersona.storage import originals
+from cpersona.storage import originals, word_index
 from cpersona.storage.schema import (
     FTS_REBUILD_PENDING,
     FTS_TABLES,
@@ -38,7 +38,6 @@ from cpersona.storage.schema import (
     WORD_TABLES,
     WORD_TRIGGERS,
 )
-from cpersona.util.words import index_form
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ class Step:
     number: int
     name: str
     needed: Callable[[sqlite3.Connection, bool], bool]
-    run: Callable[[sqlite3.Connection, bool], None]
+    run: Callable[[sqlite3.Connection, bool], object]  # its result is not used
 
 
 def _missing(conn: sqlite3.Connection, kind: str, names) -> list[str]:
@@ -179,20 +178,21 @@ def _words_lacking(conn: sqlite3.Connection) -> bool:
 WORD_BACKFILL_BATCH = 2000
 
 
-def _index_words(conn: sqlite3.Connection, fts: bool) -> None:
+def index_words(conn: sqlite3.Connection, fts: bool = True) -> int:
     """Create the word index and its triggers, then index every memory it lacks: all of
-    them on the first open, afterwards those another program added or changed."""
+    them on the first open, afterwards those another program added or changed (also the
+    health check's repair after emptying the index). Returns the memories indexed."""
     for ddl in (*WORD_TABLES.values(), *WORD_TRIGGERS.values()):
         conn.execute(ddl)
     done, last = 0, 0
     while rows := conn.execute(
         "SELECT id, content FROM memories WHERE id > ? AND id NOT IN (SELECT rowid FROM memories_words) "
         "ORDER BY id LIMIT ?", (last, WORD_BACKFILL_BATCH)).fetchall():
-        conn.executemany("INSERT INTO memories_words(rowid, body) VALUES (?, ?)",
-                         [(i, index_form(text)) for i, text in rows])
+        word_index.put_many(conn, rows)
         done, last = done + len(rows), rows[-1][0]
     if done:
         log.info("word index: %d memories indexed", done)
+    return done
 
 
 def _stamp(conn: sqlite3.Connection, fts: bool) -> None:
@@ -213,7 +213,7 @@ STEPS = (
     Step(6, "create the FTS tables and triggers, rebuild a stale index",
          lambda c, f: f and (_fts_out_of_step(c) or bool(_stale_fts_triggers(c))), _bootstrap_fts),
     Step(7, "create the word index, index the memories it lacks",
-         lambda c, f: f and _words_lacking(c), _index_words),
+         lambda c, f: f and _words_lacking(c), index_words),
     # an original 2.6 file keeps its own newer stamp (storage/originals.py)
     Step(8, "stamp the schema version", lambda c, f: (stored_version(c) or 0) < SCHEMA_VERSION, _stamp),
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from cpersona.storage import word_index
 from cpersona.storage.scope import Scope
 
 #: Characters `trim` removes when deciding that content is blank: space, \t, \n, \v, \f, \r
@@ -76,8 +77,9 @@ class RepairRepo:
     SOURCE_CODE = _SOURCE_CODE
     NONCANONICAL = NONCANONICAL
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, word_index: bool = False) -> None:
         self.conn = conn
+        self.word_index = word_index  # keep `memories_words` in step (storage.word_index)
 
     def _rows(self, sql: str, agent: str, *params: object) -> list[tuple]:
         where, agent_params = agent_filter(agent)
@@ -126,15 +128,19 @@ class RepairRepo:
         return self._rows(f"SELECT id, locked FROM memories WHERE {self.BLANK_TEST} AND {{agent}} ORDER BY id", agent)
 
     def rewrite_memory(self, memory_id: int, content: str) -> str:
-        """Replace an unlocked memory's content and drop its vector (the FTS index follows
-        by trigger). When another memory of the same agent, project and channel already has
+        """Replace an unlocked memory's content and drop its vector (the trigram index follows
+        by trigger, the word index here). When another memory of the same agent, project and channel already has
         that content, the row is deleted instead. Returns "rewritten" | "deleted" | "locked"."""
         try:
             cur = self.conn.execute("UPDATE memories SET content = ?, embedding = NULL WHERE id = ? AND locked = 0",
                                     (content, memory_id))
         except sqlite3.IntegrityError:
             return "deleted" if self.delete_memory(memory_id) else "locked"
-        return "rewritten" if cur.rowcount else "locked"
+        if not cur.rowcount:
+            return "locked"
+        if self.word_index:
+            word_index.put(self.conn, memory_id, content, replace=True)
+        return "rewritten"
 
     def delete_memory(self, memory_id: int) -> bool:
         """Delete an unlocked memory; False when it is locked or gone."""

@@ -96,7 +96,7 @@ class Session:
 
     @cached_property
     def repairs(self) -> RepairRepo:
-        return RepairRepo(self.conn)
+        return RepairRepo(self.conn, word_index=self.fts_enabled)
 
     @cached_property
     def integrity(self) -> IntegrityRepo:
@@ -112,7 +112,7 @@ class Session:
 
     @cached_property
     def bulk(self) -> BulkRepo:
-        return BulkRepo(self.conn)
+        return BulkRepo(self.conn, word_index=self.fts_enabled)
 
     @cached_property
     def journal(self) -> JournalRepo:

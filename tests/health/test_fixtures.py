@@ -47,7 +47,8 @@ def test_original_2_5_4_before_opening_only_awaits_our_migration(tmp_path):
     assert report["status"] == "healthy" and report["severity_summary"]["critical"] == 0
     assert {i["type"] for i in report["issues"]} == OPENED_2_5_4 | {"migration_pending"}
     pending = one(report, "migration_pending")
-    assert pending["missing"] == ["pending_memory_tasks.status", "cpersona_meta", "idx_pending_tasks_embed"]
+    assert pending["missing"] == ["pending_memory_tasks.status", "cpersona_meta", "memories_words",
+                                  "idx_pending_tasks_embed"]
     assert _digest(path) == digest and sorted(p.name for p in tmp_path.iterdir()) == ["2.5.4.db"]
 
 

@@ -35,6 +35,31 @@ def test_fts_index_out_of_step_with_its_table_is_rebuilt(engine_none):
     assert rows(engine_none, "SELECT rowid FROM memories_fts WHERE memories_fts MATCH '\"cache\"'") == [(mid,)]
 
 
+def test_word_index_out_of_step_with_memories_is_refilled(engine_none):
+    kept = engine_none.store("kai", "the runners deploy nightly")["id"]
+    gone = engine_none.store("kai", "an old note about backups")["id"]
+    raw(engine_none, "DELETE FROM memories_words WHERE rowid = ?", (kept,))
+    raw(engine_none, "DROP TRIGGER memories_words_ad")
+    raw(engine_none, "DELETE FROM memories WHERE id = ?", (gone,))
+    raw(engine_none, "CREATE TRIGGER memories_words_ad AFTER DELETE ON memories BEGIN "
+        "DELETE FROM memories_words WHERE rowid = old.id; END")
+    before, during, _ = cycle(engine_none, "fts_integrity", "fts_integrity_failure", "critical")
+    assert before["table"] == "memories_words"
+    assert "1 memories not indexed, 1 rows of deleted memories" in before["detail"]
+    assert during["fixed"] is True
+    assert rows(engine_none, "SELECT rowid FROM memories_words WHERE memories_words MATCH 'deploy'") == [(kept,)]
+    assert rows(engine_none, "SELECT COUNT(*) FROM memories_words") == [(1,)]
+
+
+def test_dropped_word_trigger_is_recreated(engine_none):
+    mid = engine_none.store("kai", "a note that will be deleted")["id"]
+    raw(engine_none, "DROP TRIGGER memories_words_ad")
+    raw(engine_none, "DELETE FROM memories WHERE id = ?", (mid,))
+    before, during, _ = cycle(engine_none, "schema_objects", "schema_object_drift", "critical")
+    assert before["object"] == "memories_words_ad" and during["fts_rebuilt"] == "memories_words"
+    assert rows(engine_none, "SELECT COUNT(*) FROM memories_words") == [(0,)]
+
+
 def test_missing_fts_shadow_table_is_recreated(engine_none):
     engine_none.archive_episode("kai", "an episode before the damage")
     raw(engine_none, "DROP TABLE episodes_fts_docsize")
@@ -153,7 +178,7 @@ def test_a_report_stops_the_fts_check_before_writers_would_wait(engine_none, mon
     monkeypatch.setattr(runner, "REPORT_LOCK_LIMIT", 0.0)
     report = engine_none.check_health(checks=["fts_integrity"])
     stopped = find(report, "fts_not_checked")
-    assert [i["table"] for i in stopped] == ["memories_fts", "episodes_fts"][:len(stopped)] and stopped
+    assert [i["table"] for i in stopped] == ["memories_fts", "episodes_fts", "memories_words"][:len(stopped)] and stopped
     assert stopped[0]["severity"] == "info" and "quiet moment" in stopped[0]["hint"]
     assert report["status"] == "healthy"
     # a fix run is asked for by the operator: it checks without a limit

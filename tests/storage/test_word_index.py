@@ -71,3 +71,28 @@ def test_our_writes_keep_the_word_index_in_step(tmp_path):
     eng.delete_memory(gone)
     eng.close()
     assert words(tmp_path / "w.db") == {mid: index_form("the NAS moved to room 4")}
+
+
+def test_import_merge_and_health_repairs_keep_the_word_index_in_step(tmp_path):
+    """Every writer of memories.content, not only store/update: import, merge and the
+    health repair that rewrites content (found by CI: the repaired row had no word row)."""
+    from conftest import new_engine
+
+    eng = new_engine(tmp_path / "w.db", export_dir=str(tmp_path))
+    eng.store("a", "ＮＡＳ２ backups run nightly")
+    exported = eng.export_memories("a", "a.jsonl")["path"]
+    assert eng.import_memories(exported, target_agent_id="b")["imported_memories"] == 1
+    assert eng.merge_memories("a", "c")["merged_memories"] == 1
+    mention = eng.store("a", "deploy now")["id"]
+    eng.close()
+    conn = sqlite3.connect(tmp_path / "w.db")
+    with conn:  # a mention written by another program (the health check's repair removes it)
+        conn.execute("UPDATE memories SET content = '<@42> deploy now' WHERE id = ?", (mention,))
+    conn.close()
+    eng = new_engine(tmp_path / "w.db", export_dir=str(tmp_path))
+    assert eng.check_health(checks=["discord_mention"], fix=True)["issues"][0]["fixed"] == 1
+    report = eng.check_health(checks=["fts_integrity"])
+    eng.close()
+    assert not report["issues"], report["issues"]
+    assert words(tmp_path / "w.db") == {i: index_form(c) for i, c in contents(tmp_path / "w.db").items()}
+    assert len(words(tmp_path / "w.db")) == 4

@@ -13,6 +13,9 @@ from cpersona.storage.scope import Scope
 
 from conftest import db_rows, new_engine
 
+#: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
+pytestmark = pytest.mark.both_backends
+
 AGENTS = ("A", "B", "")
 PROJECTS = ("", "P", "Q")
 CHANNELS = ("", "c1", "c2")

@@ -158,6 +158,40 @@ def test_bm25_equals_sqlite_fts5(url, tmp_path):
         pg_db.close()
 
 
+def test_word_index_bm25_equals_sqlite_fts5(url, tmp_path):
+    """The word index (stems, CJK/Hangul bigrams, numbers): same rows, order and bm25 as the
+    FTS5 unicode61 table on SQLite, and kept in step by update, delete and import."""
+    from cpersona.storage.records import MemoryDraft
+    from cpersona.util.words import query_terms
+
+    sqlite_db, pg_db = open_url(str(tmp_path / "s.db")), open_url(url)
+    corpus = [*CORPUS, "she uses the tools daily", "the user used 2 tools", "서울에서 만났다", "广西桂林的漓江"]
+    try:
+        for db in (sqlite_db, pg_db):
+            with db.write() as s:
+                ids = [s.memories.insert(MemoryDraft("a" if i % 4 else "b", "", "", "", text, "{}", "2024", "{}"),
+                                         None).id for i, text in enumerate(corpus)]
+                s.memories.update_content(ids[1], None, "Melanie painted the lake at sunrise, using 2 brushes", None)
+                s.memories.delete(ids[2], None)
+                s.bulk.insert_memory({"agent_id": "a", "project_id": "", "msg_id": "", "content": "imported uses of 2",
+                                      "source": "{}", "timestamp": "", "metadata": "{}", "channel": "",
+                                      "locked": 0, "recall_count": 0, "last_recalled_at": None}, None)
+        for query in [*QUERIES, "use", "2 tools", "서울", "广西", "painting sunrise brushes"]:
+            expr = match_expression(query_terms(query))
+            for scope in (Scope("a"), Scope(None)):
+                with sqlite_db.read() as s:
+                    want = [(r.content, rank) for r, rank in s.search.memories_words(expr, scope, "", 10)]
+                    counts = s.search.term_doc_counts("memories_words", query_terms(query))
+                with pg_db.read() as s:
+                    got = [(r.content, rank) for r, rank in s.search.memories_words(expr, scope, "", 10)]
+                    assert s.search.term_doc_counts("memories_words", query_terms(query)) == counts, query
+                assert [c for c, _ in got] == [c for c, _ in want], query
+                assert [r for _, r in got] == pytest.approx([r for _, r in want], rel=1e-9, abs=1e-12), query
+    finally:
+        sqlite_db.close()
+        pg_db.close()
+
+
 # ----------------------------------------------------------- many nodes
 def test_a_store_on_one_node_is_found_by_vector_on_another(nodes):
     a, b = nodes(), nodes()

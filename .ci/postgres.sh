@@ -4,6 +4,8 @@
 #   .ci/postgres.sh start        initdb in a fresh temp folder, start it on a unix socket only,
 #                                create the database `cpersona_test` with pg_trgm, print its URL
 #   .ci/postgres.sh stop URL     stop that cluster and delete its folder
+#   .ci/postgres.sh run CMD...   start one, run CMD with CPERSONA_TEST_DB_URL set to it, stop it
+#                                (whatever CMD's outcome); exits with CMD's status
 #
 # initdb and postgres refuse to run as root (CI runs as root), so both run as the `postgres`
 # system user the package creates; the folder is handed to that user. Trust authentication
@@ -68,8 +70,18 @@ stop() {
   rm -rf "$dir"
 }
 
+run() {
+  local url status
+  url="$(start)"
+  status=0
+  CPERSONA_TEST_DB_URL="$url" "$@" || status=$?
+  stop "$url"
+  return "$status"
+}
+
 case "${1:-}" in
   start) start ;;
   stop) stop "${2:-}" ;;
-  *) echo "usage: $0 start | stop URL" >&2; exit 2 ;;
+  run) shift; [ $# -gt 0 ] || { echo "usage: $0 run CMD..." >&2; exit 2; }; run "$@" ;;
+  *) echo "usage: $0 start | stop URL | run CMD..." >&2; exit 2 ;;
 esac

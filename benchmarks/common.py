@@ -481,6 +481,20 @@ def count_unembedded(db_path: Path | str) -> tuple[int, int]:
         conn.close()
 
 
+def row_ids(db_path: Path | str) -> list[tuple[int, str]]:
+    """(row id, msg_id) of every memory (`db_path` a file or a postgresql:// URL)."""
+    if pg.is_url(db_path):
+        import psycopg
+
+        with psycopg.connect(str(db_path), autocommit=True) as conn:
+            return [tuple(r) for r in conn.execute("SELECT id, msg_id FROM memories ORDER BY id")]
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
+    try:
+        return conn.execute("SELECT id, msg_id FROM memories ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
 async def wait_all_embedded(db_path: Path | str, timeout_s: float = 600.0) -> tuple[float, int]:
     """Wait until no memory row lacks a vector (the server's backfill). Returns (seconds
     waited, rows still NULL at the end — 0 unless the timeout expired)."""

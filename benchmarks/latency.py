@@ -17,7 +17,11 @@ store ≥ 300/s. Writes JSON (default `benchmarks/results/latency.json`).
 Usage::
 
     python benchmarks/latency.py [--with-100k] [--sizes 1000,10000] [--max-queries 500]
-        [--data DIR] [--out PATH] [--keep] [--db-url postgresql://…]
+        [--data DIR] [--out PATH] [--keep] [--db-url postgresql://…] [--fill mcp|import]
+
+`--fill import` loads the corpus with `cpersona import` (one bulk import of a JSONL file, the
+server's queue then embeds every row) instead of one MCP store per row: for recall latency at
+sizes where sequential stores would take an hour; store/s then reports the import's rows/s.
 
 With `--db-url` every size runs twice in the same window — on a fresh SQLite file, then on a
 fresh schema of that PostgreSQL server (dropped afterwards) — and the cross-node visibility
@@ -59,6 +63,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="extra environment variable for the server (repeatable), e.g. OPENBLAS_NUM_THREADS=1")
     p.add_argument("--keep", action="store_true", help="keep the temp folder (corpora, DBs, server logs)")
     p.add_argument("--db-url", default="", help="also run every size on this PostgreSQL server (fresh schema)")
+    p.add_argument("--fill", choices=("mcp", "import"), default="mcp",
+                   help="mcp = one store call per row (default); import = one bulk `cpersona import`")
     args = p.parse_args(argv)
     args.size_list = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.with_100k and 100_000 not in args.size_list:
@@ -111,17 +117,23 @@ async def run_backend(row: dict, data, queries: list[dict], args: argparse.Names
     env = common.parse_server_env(args.server_env)
     if pg.is_url(db):
         env["CPERSONA_DB_URL"] = str(db)
+    if args.fill == "import":
+        imported = import_corpus(data.memories, workdir / f"corpus-{n}.jsonl", db)
     async with common.McpServer(workdir / f"bench-{n}.db", args.embedding, url,
                                 errlog=workdir / f"server-{n}-{backend}.stderr.log", env=env) as server:
         row["server_pid"] = server.pid
         row["initialize_ms"] = round(server.init_ms, 1)
         if args.embedding != "none":
             row["embedding_ready_wait_s"] = round(await common.wait_embedding_ready(server, 60), 2)
-        store = await common.store_corpus(server, data.memories, label=f"store {n} {backend}")
-        row["store"] = store.as_json()
+        if args.fill == "import":
+            store = imported
+        else:
+            store = await common.store_corpus(server, data.memories, label=f"store {n} {backend}")
+        row["store"] = {**store.as_json(), "fill": args.fill}
         if args.embedding != "none":
-            _waited, left = await common.wait_all_embedded(db, 120)
+            _waited, left = await common.wait_all_embedded(db, 120 if args.fill == "mcp" else 1800)
             row["rows_without_vector"] = left
+            row["embed_backfill_s"] = round(_waited, 1)
         await common.warm_up(server, queries[0]["agent_id"])
         rec = await common.recall_queries(server, queries, 10, store.rows, label=f"recall {n} {backend}")
         row.update(server.memory())
@@ -136,6 +148,31 @@ async def run_backend(row: dict, data, queries: list[dict], args: argparse.Names
         row["fake_embed_ms_per_text"] = round(fake_embed_cost_ms([q["query"] for q in queries[:200]]), 3)
     row["targets"] = targets(row)
     return row
+
+
+def import_corpus(memories: list[dict], path: Path, db: Path | str) -> common.StoreReport:
+    """Load the corpus with one `cpersona import` (rows keep their data-set id as msg_id);
+    the report maps row ids to data-set ids like the per-call fill, timed as a whole."""
+    import json
+    import os
+
+    with path.open("w", encoding="utf-8") as out:
+        for mem in memories:
+            out.write(json.dumps({"content": mem["text"], "agent_id": mem["agent_id"], "msg_id": mem["id"],
+                                  **({"timestamp": mem["created_at"]} if mem.get("created_at") else {})}) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env.update(CPERSONA_UPDATE_CHECK="false", CPERSONA_EMBEDDING_MODE="none",
+               **({"CPERSONA_DB_URL": str(db)} if pg.is_url(db) else {"CPERSONA_DB_PATH": str(db)}))
+    report = common.StoreReport()
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "cpersona", "import", str(path), "--json"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    report.wall_s = time.perf_counter() - started
+    for row_id, msg_id in common.row_ids(db):
+        report.rows[row_id].append(msg_id)
+    report.counts["stored"] = len(report.rows)
+    report.ms = [report.wall_s * 1000 / max(1, len(report.rows))] * len(report.rows)  # mean ms per row
+    return report
 
 
 def targets(row: dict) -> dict:

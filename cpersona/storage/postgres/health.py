@@ -31,7 +31,7 @@ from cpersona.storage.repairs import RepairRepo
 
 #: Lexical index name of the SQLite side → the PostgreSQL index that plays its part.
 LEXICAL_INDEXES = {"memories_fts": "idx_memories_content_trgm", "episodes_fts": "idx_episodes_summary_trgm",
-                   words.TABLE: f"idx_{words.TABLE}_terms"}
+                   words.TABLE: f"{words.POSTINGS}_pkey"}
 
 
 class PgIntegrityRepo(IntegrityRepo):

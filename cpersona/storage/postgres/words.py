@@ -1,17 +1,18 @@
 """The word index `memories_words` on PostgreSQL: the word form of every memory's content
-(`util.words.index_form`, computed in Python as on SQLite) stored as an array of its tokens,
-with a GIN index (https://www.postgresql.org/docs/15/gin-builtin-opclasses.html, `array_ops`),
-and the bm25 FTS5 computes over its SQLite counterpart (an FTS5 `unicode61` table of the same
-text, https://www.sqlite.org/fts5.html#the_bm25_function).
+(`util.words.index_form`, computed in Python as on SQLite) kept as an inverted index — one
+posting (term, memory id, term frequency) per distinct word of a memory — and the bm25 FTS5
+computes over its SQLite counterpart (an FTS5 `unicode61` table of the same text,
+https://www.sqlite.org/fts5.html#the_bm25_function).
 
-* Rows: `id` = the memory's id (deleted with it: ON DELETE CASCADE), `terms` = the tokens in
-  order, duplicates kept (a token's frequency in the row and the row's length |d| come from
-  it). The form is space-separated letters and digits, so splitting on spaces is exactly
-  what FTS5's unicode61 tokenizer does to it.
+* `memories_words(id, n_tokens)`: one row per indexed memory (deleted with it: ON DELETE
+  CASCADE), |d| = its token count. `memories_word_postings(term, id, tf)`: primary key
+  (term, id), so the rows holding a term, its frequency in each and n(t) come from one index
+  range — the same work as FTS5's posting lists. The form is space-separated letters and
+  digits, so splitting on spaces is exactly what FTS5's unicode61 tokenizer does to it.
 * Writers: every writer of `memories.content` (store, update, import/merge, health repairs)
-  calls `put` in its transaction; a trigger drops the row of a memory whose content another
+  calls `put` in its transaction; a trigger drops the rows of a memory whose content another
   client changed, and `fill_missing` (migration, `cpersona migrate`, the health repair)
-  indexes the memories that lack a row.
+  indexes the memories that lack them.
 * Statistics: rows and tokens in `lexical_stats` (tbl `memories_words`), kept by statement
   triggers like those of the trigram columns (triggers.py).
 """
@@ -19,6 +20,7 @@ text, https://www.sqlite.org/fts5.html#the_bm25_function).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable
 
 import psycopg
@@ -28,14 +30,20 @@ from cpersona.util.words import index_form
 log = logging.getLogger(__name__)
 
 TABLE = "memories_words"
+POSTINGS = "memories_word_postings"
 #: Memories indexed per statement when filling the rows the index lacks.
 FILL_BATCH = 2000
 
 DDL = {
     TABLE: f"""CREATE TABLE IF NOT EXISTS {TABLE} (
         id BIGINT PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
-        terms TEXT[] NOT NULL)""",
-    f"idx_{TABLE}_terms": f"CREATE INDEX IF NOT EXISTS idx_{TABLE}_terms ON {TABLE} USING gin (terms)",
+        n_tokens INTEGER NOT NULL)""",
+    POSTINGS: f"""CREATE TABLE IF NOT EXISTS {POSTINGS} (
+        term TEXT NOT NULL,
+        id BIGINT NOT NULL REFERENCES {TABLE}(id) ON DELETE CASCADE,
+        tf INTEGER NOT NULL,
+        PRIMARY KEY (term, id))""",
+    f"idx_{POSTINGS}_id": f"CREATE INDEX IF NOT EXISTS idx_{POSTINGS}_id ON {POSTINGS}(id)",
     "cpersona_words_changed": f"""CREATE OR REPLACE FUNCTION cpersona_words_changed() RETURNS trigger
         LANGUAGE plpgsql AS $$ BEGIN DELETE FROM {TABLE} WHERE id = NEW.id; RETURN NULL; END $$""",
     "drop memories_words_au": "DROP TRIGGER IF EXISTS memories_words_au ON memories",
@@ -43,26 +51,32 @@ DDL = {
     "WHEN (OLD.content IS DISTINCT FROM NEW.content) EXECUTE FUNCTION cpersona_words_changed()",
 }
 #: Tokens of one row, for the statistics triggers.
-TOKENS = "cardinality(terms)"
+TOKENS = "n_tokens"
 
 
 def terms(content: str) -> list[str]:
-    """The stored tokens of `content` (its word form split as unicode61 splits it)."""
+    """The tokens of `content` (its word form split as unicode61 splits it), in order."""
     return index_form(content).split()
 
 
 def put(conn: psycopg.Connection, memory_id: int, content: str) -> None:
-    """Index one memory (its row replaced when there is one)."""
-    conn.execute(f"INSERT INTO {TABLE}(id, terms) VALUES (%s, %s) "
-                 "ON CONFLICT (id) DO UPDATE SET terms = excluded.terms", (memory_id, terms(content)))
+    """Index one memory (its rows replaced when there are some)."""
+    put_many(conn, [(memory_id, content)])
 
 
 def put_many(conn: psycopg.Connection, rows: Iterable[tuple[int, str]]) -> None:
-    """Index (memory id, content) pairs (rows replaced when present)."""
+    """Index (memory id, content) pairs (their rows replaced when present)."""
+    tokens = {memory_id: terms(text) for memory_id, text in rows}
+    if not tokens:
+        return
+    ids = list(tokens)
+    conn.execute(f"DELETE FROM {TABLE} WHERE id = ANY(%s)", (ids,))
     with conn.cursor() as cur:
-        cur.executemany(f"INSERT INTO {TABLE}(id, terms) VALUES (%s, %s) "
-                        "ON CONFLICT (id) DO UPDATE SET terms = excluded.terms",
-                        [(i, terms(text)) for i, text in rows])
+        cur.executemany(f"INSERT INTO {TABLE}(id, n_tokens) VALUES (%s, %s)",
+                        [(i, len(toks)) for i, toks in tokens.items()])
+        postings = [(term, i, tf) for i, toks in tokens.items() for term, tf in Counter(toks).items()]
+        if postings:
+            cur.executemany(f"INSERT INTO {POSTINGS}(term, id, tf) VALUES (%s, %s, %s)", postings)
 
 
 def fill_missing(conn: psycopg.Connection) -> int:
@@ -89,30 +103,28 @@ def lacking(conn: psycopg.Connection) -> int:
 def bm25_query(columns: str, where: str, k1: float, b: float, min_idf: float) -> str:
     """FTS5's bm25 over the word index for the terms `%(t)s` (text[], query order), rows of
     `memories m` filtered by `where` (named parameters), best first: (columns…, rank) with
-    rank = −score. n(t) counts the rows of the whole index holding t, as FTS5 does."""
+    rank = −score. n(t) counts the postings of t in the whole index, as FTS5 does; the
+    per-row sum adds the terms in query order, as FTS5 adds its phrases."""
     return (
         "WITH q AS (SELECT x.t, x.i FROM unnest(%(t)s::text[]) WITH ORDINALITY AS x(t, i)), "
-        f"cand AS MATERIALIZED (SELECT w.id, w.terms FROM {TABLE} w WHERE w.terms && %(t)s::text[]), "
-        "occ AS MATERIALIZED (SELECT cand.id, q.i, cardinality(cand.terms)::float8 AS dl, "
-        "(SELECT count(*) FROM unnest(cand.terms) AS u(x) WHERE u.x = q.t)::float8 AS f "
-        "FROM cand JOIN q ON q.t = ANY(cand.terms)), "
+        f"occ AS MATERIALIZED (SELECT p.id, q.i, p.tf::float8 AS f FROM q JOIN {POSTINGS} p ON p.term = q.t), "
         "st AS (SELECT GREATEST(COALESCE(sum(n_rows), 0), 1)::float8 AS n, "
         "GREATEST(COALESCE(sum(n_tokens), 0), 1)::float8 / GREATEST(COALESCE(sum(n_rows), 0), 1) AS avgdl "
         f"FROM lexical_stats WHERE tbl = '{TABLE}'), "
         f"idf AS (SELECT occ.i, GREATEST(ln((st.n - count(*) + 0.5) / (count(*) + 0.5)), {min_idf}) AS v "
         "FROM occ CROSS JOIN st GROUP BY occ.i, st.n), "
         f"scored AS (SELECT m.id, sum(idf.v * ({k1 + 1} * occ.f) / (occ.f + {k1} * (1 - {b} + {b} * "
-        "occ.dl / st.avgdl)) ORDER BY occ.i) AS score "
-        "FROM occ JOIN idf ON idf.i = occ.i JOIN memories m ON m.id = occ.id CROSS JOIN st "
-        f"WHERE {where} GROUP BY m.id) "
+        "w.n_tokens / st.avgdl)) ORDER BY occ.i) AS score "
+        f"FROM occ JOIN idf ON idf.i = occ.i JOIN {TABLE} w ON w.id = occ.id JOIN memories m ON m.id = occ.id "
+        f"CROSS JOIN st WHERE {where} GROUP BY m.id) "
         f"SELECT {columns}, -scored.score AS rank FROM scored JOIN memories m ON m.id = scored.id "
         "ORDER BY rank, m.id LIMIT %(limit)s")
 
 
 def doc_counts(conn: psycopg.Connection, words: list[str]) -> dict[str, int]:
-    """Rows of the word index holding each word."""
+    """Rows of the word index holding each word (one index range per word)."""
     found = dict.fromkeys(words, 0)
-    for word in words:
-        row = conn.execute(f"SELECT count(*) FROM {TABLE} WHERE terms @> ARRAY[%s]::text[]", (word,)).fetchone()
-        found[word] = int(row[0]) if row else 0
+    rows = conn.execute(f"SELECT p.term, count(*) FROM {POSTINGS} p WHERE p.term = ANY(%s) GROUP BY p.term",
+                        (list(words),))
+    found.update({term: int(n) for term, n in rows})
     return found

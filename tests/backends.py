@@ -149,7 +149,8 @@ def pg_rows(url: str, sql: str, params: tuple = ()) -> list[tuple]:
     from cpersona.storage.postgres.portable import translate
 
     with psycopg.connect(url, autocommit=True) as conn:
-        return [tuple(r) for r in conn.execute(translate(sql), params)]
+        cur = conn.execute(translate(sql), params)
+        return [tuple(r) for r in cur] if cur.description else []
 
 
 def store_of(path: str | Path):

@@ -217,7 +217,8 @@ class RepairRepo:
         """Replace an episode's start_time / end_time if it is still `old` (None = NULL)."""
         if column not in ("start_time", "end_time"):
             raise ValueError(column)
-        sql = f"UPDATE episodes SET {column} = ? WHERE id = ? AND ({column} = ? OR ({column} IS NULL AND ? IS NULL))"
+        sql = (f"UPDATE episodes SET {column} = ? WHERE id = ? AND ({column} = ? OR ({column} IS NULL AND "
+               "CAST(? AS TEXT) IS NULL))")
         return self.conn.execute(sql, (new, episode_id, old, old)).rowcount > 0
 
     # ------------------------------------------------------------- sources

@@ -104,6 +104,8 @@ class PgIntegrityRepo(IntegrityRepo):
 class PgInventoryRepo(InventoryRepo):
     """Counts and row lists for the checks, over one connection."""
 
+    NOW = "cpersona_now()"
+
     def __init__(self, conn: psycopg.Connection) -> None:
         super().__init__(portable(conn))
         self.pg = conn
@@ -152,8 +154,10 @@ _AWARE = "{col} ~ '[+-][0-9][0-9]:[0-9][0-9]$'"
 _CLASS = f"CASE WHEN {_UTC} THEN 'utc' WHEN {_AWARE} THEN 'aware' ELSE 'naive' END"
 _J = "source::jsonb"
 #: For a valid JSON source: `{}` / null, or the anonymous User sentinel.
+#: (IS NOT DISTINCT FROM, like SQLite's IS, never yields NULL for a missing key.)
 _ANONYMOUS = (f"({_J} IN ('{{}}'::jsonb, 'null'::jsonb) OR (jsonb_typeof({_J}) = 'object' AND "
-              f"{_J} ->> 'type' = 'User' AND {_J} ->> 'id' = '' AND {_J} ->> 'name' = ''))")
+              f"{_J} ->> 'type' IS NOT DISTINCT FROM 'User' AND {_J} ->> 'id' IS NOT DISTINCT FROM '' AND "
+              f"{_J} ->> 'name' IS NOT DISTINCT FROM ''))")
 _NONCANONICAL = (f"(jsonb_typeof({_J}) <> 'object' OR jsonb_typeof({_J} -> 'type') IS DISTINCT FROM 'string' OR "
                  f"{_J} ->> 'type' NOT IN ('User', 'Agent', 'System'))")
 

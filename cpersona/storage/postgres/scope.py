@@ -9,9 +9,9 @@ from cpersona.storage.scope import Scope
 
 
 def predicate(scope: Scope, alias: str = "") -> tuple[str, list[Any]]:
-    """SQL boolean expression (`%s` placeholders) and its parameters; "TRUE" when no axis filters."""
+    """SQL boolean expression (`%s` placeholders) and its parameters; "1 = 1" when no axis filters."""
     where, params = scope.predicate(alias)
-    return ("TRUE" if where == "1" else where.replace("?", "%s")), list(params)
+    return where.replace("?", "%s"), list(params)
 
 
 def like_escape(text: str) -> str:

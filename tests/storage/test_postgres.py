@@ -281,3 +281,26 @@ def test_calibration_state_lives_in_the_database(nodes, tmp_path):
     assert c.calibrate_threshold("agent2")["ok"] is True
     state = json.loads(_rows(a.db.url, "SELECT value FROM cpersona_meta WHERE key = 'calibration_state'")[0][0])
     assert {"agent", "agent2"} <= set(state["agent_thresholds"])
+
+
+def test_a_lock_held_past_the_busy_timeout_is_answered_as_busy(url):
+    """Another client holding the table past CPERSONA_BUSY_TIMEOUT_MS: the write fails as
+    DatabaseBusy (error_kind busy, retryable), nothing is written, and the next write works."""
+    from cpersona.errors import DatabaseBusy
+    from cpersona.storage.records import MemoryDraft
+
+    db = open_url(url, busy_timeout_ms=200)
+    draft = MemoryDraft("a", "", "", "", "held back", "{}", "2024", "{}")
+    try:
+        with psycopg.connect(url) as other:
+            other.execute("LOCK TABLE memories IN EXCLUSIVE MODE")
+            with pytest.raises(DatabaseBusy) as err, db.write() as s:
+                s.memories.insert(draft, None)
+            assert err.value.fields()["error_kind"] == "busy" and err.value.fields()["retryable"] is True
+            assert "busy" in db.conditions.snapshot()
+        with db.write() as s:
+            assert s.memories.insert(draft, None) is not None
+        assert db.conditions.snapshot() == {}
+        assert _rows(url, "SELECT count(*) FROM memories") == [(1,)]
+    finally:
+        db.close()

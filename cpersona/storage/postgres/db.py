@@ -113,11 +113,12 @@ class PgDatabase(ChunkedWrites):
         """One write transaction; commit on success, roll back on any exception. Callbacks
         registered with `session.after(fn)` run after COMMIT, in this process's commit order."""
         with self._commit_order:
-            with self._connection() as conn:
+            with self._connection() as conn, self._named():
                 session = self._session(conn)
                 with conn.transaction():
                     yield session
             self._commits += 1
+            self.conditions.write_succeeded()
             for change in session.pending_after():
                 change()
 
@@ -166,6 +167,18 @@ class PgDatabase(ChunkedWrites):
                 yield session
             finally:
                 self._local.read = None
+
+    @contextmanager
+    def _named(self) -> Iterator[None]:
+        """Raise an environmental server failure (a lock held past the busy timeout, no disk
+        space, …) as the StorageUnavailable naming it; anything else as it is."""
+        try:
+            yield
+        except psycopg.Error as err:
+            failure = self.conditions.translate(err)
+            if failure is err:
+                raise
+            raise failure from err
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:

@@ -41,6 +41,7 @@ from cpersona.errors import SchemaTooNew, StorageError
 from cpersona.storage.meta import POSTGRES_LAYOUT_KEY
 from cpersona.storage.postgres import journal, triggers, words
 from cpersona.storage.postgres.rows import scalar
+from cpersona.storage.schema import INDEXES as SQLITE_INDEXES
 from cpersona.storage.schema import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -172,20 +173,9 @@ TABLES = {
         PRIMARY KEY (tbl, slot))""",
 }
 
+#: The lookup indexes: SQLite's (standard SQL), and the due-task index of the leased queue.
 INDEXES = {
-    "idx_memories_agent": "CREATE INDEX IF NOT EXISTS idx_memories_agent ON memories(agent_id, created_at DESC)",
-    "idx_memories_msg_id": "CREATE INDEX IF NOT EXISTS idx_memories_msg_id ON memories(agent_id, msg_id)",
-    "idx_episodes_agent": "CREATE INDEX IF NOT EXISTS idx_episodes_agent ON episodes(agent_id, created_at DESC)",
-    "idx_memories_agent_channel": "CREATE INDEX IF NOT EXISTS idx_memories_agent_channel "
-    "ON memories(agent_id, channel, created_at DESC)",
-    "idx_episodes_agent_channel": "CREATE INDEX IF NOT EXISTS idx_episodes_agent_channel "
-    "ON episodes(agent_id, channel, created_at DESC)",
-    "idx_memories_isolation": "CREATE INDEX IF NOT EXISTS idx_memories_isolation "
-    "ON memories(agent_id, project_id, created_at DESC)",
-    "idx_episodes_isolation": "CREATE INDEX IF NOT EXISTS idx_episodes_isolation "
-    "ON episodes(agent_id, project_id, created_at DESC)",
-    "idx_pending_tasks_embed": "CREATE UNIQUE INDEX IF NOT EXISTS idx_pending_tasks_embed "
-    "ON pending_memory_tasks(payload) WHERE task_type = 'embed'",
+    **SQLITE_INDEXES,
     "idx_pending_tasks_due": "CREATE INDEX IF NOT EXISTS idx_pending_tasks_due "
     "ON pending_memory_tasks(status, not_before, id)",
 }

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pg
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 RESULTS = REPO / "benchmarks" / "results"
@@ -465,8 +467,11 @@ async def wait_embedding_ready(server: McpServer, timeout_s: float = 180.0) -> f
         await anyio.sleep(0.25)
 
 
-def count_unembedded(db_path: Path) -> tuple[int, int]:
-    """(rows with embedding IS NULL, all rows) in `memories`, via a read-only connection."""
+def count_unembedded(db_path: Path | str) -> tuple[int, int]:
+    """(rows with embedding IS NULL, all rows) in `memories`, via a read-only connection
+    (`db_path` may be a postgresql:// URL: benchmarks/pg.py)."""
+    if pg.is_url(db_path):
+        return pg.count_unembedded(str(db_path))
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
     try:
         null = conn.execute("SELECT COUNT(*) FROM memories WHERE embedding IS NULL").fetchone()[0]
@@ -476,7 +481,21 @@ def count_unembedded(db_path: Path) -> tuple[int, int]:
         conn.close()
 
 
-async def wait_all_embedded(db_path: Path, timeout_s: float = 600.0) -> tuple[float, int]:
+def row_ids(db_path: Path | str) -> list[tuple[int, str]]:
+    """(row id, msg_id) of every memory (`db_path` a file or a postgresql:// URL)."""
+    if pg.is_url(db_path):
+        import psycopg
+
+        with psycopg.connect(str(db_path), autocommit=True) as conn:
+            return [tuple(r) for r in conn.execute("SELECT id, msg_id FROM memories ORDER BY id")]
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
+    try:
+        return conn.execute("SELECT id, msg_id FROM memories ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+async def wait_all_embedded(db_path: Path | str, timeout_s: float = 600.0) -> tuple[float, int]:
     """Wait until no memory row lacks a vector (the server's backfill). Returns (seconds
     waited, rows still NULL at the end — 0 unless the timeout expired)."""
     import anyio

@@ -17,7 +17,17 @@ store ≥ 300/s. Writes JSON (default `benchmarks/results/latency.json`).
 Usage::
 
     python benchmarks/latency.py [--with-100k] [--sizes 1000,10000] [--max-queries 500]
-        [--data DIR] [--out PATH] [--keep]
+        [--data DIR] [--out PATH] [--keep] [--db-url postgresql://…] [--fill mcp|import]
+
+`--fill import` loads the corpus with `cpersona import` (one bulk import of a JSONL file, the
+server's queue then embeds every row) instead of one MCP store per row: for recall latency at
+sizes where sequential stores would take an hour; store/s then reports the import's rows/s.
+
+With `--db-url` every size runs twice in the same window — on a fresh SQLite file, then on a
+fresh schema of that PostgreSQL server (dropped afterwards) — and the cross-node visibility
+delay is measured: two server nodes (in-process Engines with their own pools and change
+feeds) on one database, ms from a store acknowledged on node A until node B's recall ranks
+the row first by vector.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
+import pg
 
 DIM = 512
 #: (size → recall p50 ms target); store target applies to every size.
@@ -51,6 +62,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--server-env", action="append", metavar="KEY=VALUE",
                    help="extra environment variable for the server (repeatable), e.g. OPENBLAS_NUM_THREADS=1")
     p.add_argument("--keep", action="store_true", help="keep the temp folder (corpora, DBs, server logs)")
+    p.add_argument("--db-url", default="", help="also run every size on this PostgreSQL server (fresh schema)")
+    p.add_argument("--fill", choices=("mcp", "import"), default="mcp",
+                   help="mcp = one store call per row (default); import = one bulk `cpersona import`")
     args = p.parse_args(argv)
     args.size_list = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.with_100k and 100_000 not in args.size_list:
@@ -77,29 +91,51 @@ def fake_embed_cost_ms(texts: list[str]) -> float:
     return (time.perf_counter() - started) * 1000 / max(1, len(texts))
 
 
-async def run_size(n: int, args: argparse.Namespace, url: str, workdir: Path) -> dict:
+async def run_size(n: int, args: argparse.Namespace, url: str, workdir: Path) -> list[dict]:
+    """The size on SQLite, then (with --db-url) on PostgreSQL, back to back."""
     folder = workdir / f"scale-{n}"
     gen_s = generate(args.data / "scale" / "make_scale.py", n, folder)
     data = common.load_dataset(folder, f"scale-{n}")
     queries = common.select_evenly(data.queries, args.max_queries)
     common.log(f"scale {n}: {len(data.memories)} memories, {len(queries)} of {len(data.queries)} queries "
                f"(generated in {gen_s:.1f}s)")
-    db = workdir / f"bench-{n}.db"
-    row: dict = {"size": n, "memories": len(data.memories), "queries_total": len(data.queries),
-                 "queries_evaluated": len(queries), "generate_s": round(gen_s, 2)}
-    async with common.McpServer(db, args.embedding, url, errlog=workdir / f"server-{n}.stderr.log",
-                                env=common.parse_server_env(args.server_env)) as server:
+    base = {"size": n, "memories": len(data.memories), "queries_total": len(data.queries),
+            "queries_evaluated": len(queries), "generate_s": round(gen_s, 2)}
+    rows = [await run_backend({**base, "backend": "sqlite"}, data, queries, args, url, workdir,
+                              workdir / f"bench-{n}.db")]
+    if args.db_url:
+        with pg.fresh_schema(args.db_url, f"latency{n}") as schema_url:
+            rows.append(await run_backend({**base, "backend": "postgresql"}, data, queries, args, url, workdir,
+                                          schema_url))
+    return rows
+
+
+async def run_backend(row: dict, data, queries: list[dict], args: argparse.Namespace, url: str, workdir: Path,
+                      db: Path | str) -> dict:
+    """Store the corpus and recall the queries through one server on `db` (file or URL)."""
+    n, backend = row["size"], row["backend"]
+    env = common.parse_server_env(args.server_env)
+    if pg.is_url(db):
+        env["CPERSONA_DB_URL"] = str(db)
+    if args.fill == "import":
+        imported = import_corpus(data.memories, workdir / f"corpus-{n}.jsonl", db)
+    async with common.McpServer(workdir / f"bench-{n}.db", args.embedding, url,
+                                errlog=workdir / f"server-{n}-{backend}.stderr.log", env=env) as server:
         row["server_pid"] = server.pid
         row["initialize_ms"] = round(server.init_ms, 1)
         if args.embedding != "none":
             row["embedding_ready_wait_s"] = round(await common.wait_embedding_ready(server, 60), 2)
-        store = await common.store_corpus(server, data.memories, label=f"store {n}")
-        row["store"] = store.as_json()
+        if args.fill == "import":
+            store = imported
+        else:
+            store = await common.store_corpus(server, data.memories, label=f"store {n} {backend}")
+        row["store"] = {**store.as_json(), "fill": args.fill}
         if args.embedding != "none":
-            _waited, left = await common.wait_all_embedded(db, 120)
+            _waited, left = await common.wait_all_embedded(db, 120 if args.fill == "mcp" else 1800)
             row["rows_without_vector"] = left
+            row["embed_backfill_s"] = round(_waited, 1)
         await common.warm_up(server, queries[0]["agent_id"])
-        rec = await common.recall_queries(server, queries, 10, store.rows, label=f"recall {n}")
+        rec = await common.recall_queries(server, queries, 10, store.rows, label=f"recall {n} {backend}")
         row.update(server.memory())
         row["server_stderr"] = server.stderr_summary()
         row["env"] = server.knobs()
@@ -107,11 +143,36 @@ async def run_size(n: int, args: argparse.Namespace, url: str, workdir: Path) ->
     row["recall"] = {**common.latency_summary(rec.ms), "responses_with_advisory": rec.advisories,
                      "error_responses": rec.errors, "unmapped_rows": rec.unmapped_rows}
     row["metrics"] = scores
-    row["db_file_mb"] = round(db.stat().st_size / 2**20, 2)
+    row["db_file_mb"] = pg.store_size_mb(db)
     if args.embedding != "none":
         row["fake_embed_ms_per_text"] = round(fake_embed_cost_ms([q["query"] for q in queries[:200]]), 3)
     row["targets"] = targets(row)
     return row
+
+
+def import_corpus(memories: list[dict], path: Path, db: Path | str) -> common.StoreReport:
+    """Load the corpus with one `cpersona import` (rows keep their data-set id as msg_id);
+    the report maps row ids to data-set ids like the per-call fill, timed as a whole."""
+    import json
+    import os
+
+    with path.open("w", encoding="utf-8") as out:
+        for mem in memories:
+            out.write(json.dumps({"content": mem["text"], "agent_id": mem["agent_id"], "msg_id": mem["id"],
+                                  **({"timestamp": mem["created_at"]} if mem.get("created_at") else {})}) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPERSONA_")}
+    env.update(CPERSONA_UPDATE_CHECK="false", CPERSONA_EMBEDDING_MODE="none",
+               **({"CPERSONA_DB_URL": str(db)} if pg.is_url(db) else {"CPERSONA_DB_PATH": str(db)}))
+    report = common.StoreReport()
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "cpersona", "import", str(path), "--json"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    report.wall_s = time.perf_counter() - started
+    for row_id, msg_id in common.row_ids(db):
+        report.rows[row_id].append(msg_id)
+    report.counts["stored"] = len(report.rows)
+    report.ms = [report.wall_s * 1000 / max(1, len(report.rows))] * len(report.rows)  # mean ms per row
+    return report
 
 
 def targets(row: dict) -> dict:
@@ -131,11 +192,16 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
     rows = []
     if args.embedding == "none":
         for n in args.size_list:
-            rows.append(await run_size(n, args, "", workdir))
+            rows.extend(await run_size(n, args, "", workdir))
         return rows
     with FakeEmbedServer(dim=DIM) as fake:
         for n in args.size_list:
-            rows.append(await run_size(n, args, fake.url, workdir))
+            rows.extend(await run_size(n, args, fake.url, workdir))
+        if args.db_url:
+            with pg.fresh_schema(args.db_url, "visibility") as schema_url:
+                feed, delays = pg.visibility_delays(schema_url, fake.url)
+            rows.append({"visibility_ms": common.latency_summary(delays), "feed_ms": common.latency_summary(feed),
+                         "visibility_samples": len(delays)})
     return rows
 
 
@@ -143,19 +209,22 @@ def report(rows: list[dict], embedding: str, load_start: list[float] | None) -> 
     how = f"fake /embed (dim {DIM})" if embedding == "http" else "none (keyword only)"
     print(f"\n== latency: MCP stdio, sequential calls, embedding = {how}; times are client-side ms per call")
     table = []
+    visibility = [r for r in rows if "visibility_ms" in r]
+    rows = [r for r in rows if "size" in r]
     for r in rows:
         st, rc, o = r["store"], r["recall"], r["metrics"]["overall"]
-        table.append((f"{r['size']:,}", f"{st['stores_per_s']:.0f}", common.ms(st["per_call"]["p50_ms"]),
+        table.append((f"{r['size']:,}", r["backend"], f"{st['stores_per_s']:.0f}", common.ms(st["per_call"]["p50_ms"]),
                       common.ms(st["per_call"]["p95_ms"]), rc["n"], common.ms(rc["p50_ms"]), common.ms(rc["p95_ms"]),
                       common.ms(rc["p99_ms"]), f"{r['peak_rss_mb']:.1f}", f"{r['db_file_mb']:.1f}",
                       o["recall@10"], o["ndcg@10"], f"{o['mean_rows']:.1f}"))
-    common.print_table(("rows", "store/s", "store p50", "store p95", "recalls", "recall p50", "p95", "p99",
+    common.print_table(("rows", "backend", "store/s", "store p50", "store p95", "recalls", "recall p50", "p95", "p99",
                         "peak RSS MB", "DB MB", "R@10", "NDCG@10", "rows/q"), table)
     print("\ntargets")
     checks = []
     for r in rows:
         for name, t in r["targets"].items():
-            checks.append((f"{r['size']:,}", name, t["target"], f"{t['value']:.1f}", "PASS" if t["ok"] else "MISS"))
+            checks.append((f"{r['size']:,} {r['backend']}", name, t["target"], f"{t['value']:.1f}",
+                           "PASS" if t["ok"] else "MISS"))
     common.print_table(("rows", "metric", "target", "measured", ""), checks)
     floors = [(f"{r['size']:,}", common.BASELINE_FLOOR[f"scale-{r['size']}"]) for r in rows
               if f"scale-{r['size']}" in common.BASELINE_FLOOR]
@@ -176,6 +245,13 @@ def report(rows: list[dict], embedding: str, load_start: list[float] | None) -> 
             notes.append(f"fake /embed hashing {r['fake_embed_ms_per_text']} ms/text is included in every call")
         if notes:
             print(f"  {r['size']:,}: " + "; ".join(notes))
+    for v in visibility:
+        ms, feed = v["visibility_ms"], v["feed_ms"]
+        print(f"\ncross-node visibility, n={v['visibility_samples']} stores acknowledged on node A: node B's change "
+              f"feed has the row after p50 {common.ms(feed['p50_ms'])} / p95 {common.ms(feed['p95_ms'])} / max "
+              f"{common.ms(feed['max_ms'])} ms; its recall ranks it first by vector after p50 "
+              f"{common.ms(ms['p50_ms'])} / p95 {common.ms(ms['p95_ms'])} / max {common.ms(ms['max_ms'])} ms "
+              "(that recall included)")
     busy = common.busy_machine_note(load_start)
     if busy:
         print("  " + busy)

@@ -20,11 +20,13 @@ Usage::
 
     python benchmarks/retrieval.py --dataset locomo [--embedding none|local|http]
         [--limit 10] [--max-queries N] [--data DIR] [--out PATH] [--keep-db]
-        [--calibrate] [--no-gate]
+        [--calibrate] [--no-gate] [--db-url postgresql://…]
 
 `--calibrate` calls calibrate_threshold for every agent after storing (the quality gate of
 a deployed server is calibrated from its corpus); `--no-gate` runs the server with
-CPERSONA_GATE_ENABLED=false. Also reported: how many queries whose answer text is stored
+CPERSONA_GATE_ENABLED=false; `--db-url` stores into a fresh schema of that PostgreSQL server
+(dropped afterwards) instead of a SQLite file — compare the two runs' JSON with
+benchmarks/compare.py for the side-by-side NDCG@10. Also reported: how many queries whose answer text is stored
 verbatim came back empty (must be none).
 
 Data sets: locomo, jsquad (default: 2,000 of 8,862 queries, every k-th), longmemeval_oracle,
@@ -42,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
 import evalsets
+import pg
 
 #: Default --max-queries per data set (others: all queries).
 DEFAULT_MAX_QUERIES = {"jsquad": 2000}
@@ -78,6 +81,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "setup of a deployed server, whose gate is calibrated from its corpus")
     p.add_argument("--no-gate", action="store_true",
                    help="run the server with CPERSONA_GATE_ENABLED=false (shows what the quality gate costs)")
+    p.add_argument("--db-url", default="",
+                   help="run on this PostgreSQL server (a fresh schema, dropped afterwards) instead of SQLite")
     args = p.parse_args(argv)
     if not 1 <= args.limit <= 100:
         p.error("--limit must be in 1..100")
@@ -89,6 +94,14 @@ def dataset_label(name: str) -> str:
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> dict:
+    """The benchmark on a SQLite file in `workdir`, or on a fresh PostgreSQL schema."""
+    if not args.db_url:
+        return await run_on(args, workdir, workdir / "bench.db")
+    with pg.fresh_schema(args.db_url, "retrieval") as url:
+        return await run_on(args, workdir, url)
+
+
+async def run_on(args: argparse.Namespace, workdir: Path, db: Path | str) -> dict:
     data = evalsets.load(args.dataset, args.data, args.haystack_questions, args.haystack_turns)
     folder = data.path
     cap = args.max_queries if args.max_queries is not None else DEFAULT_MAX_QUERIES.get(args.dataset)
@@ -115,17 +128,19 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict:
             url = fake.url
             common.log(f"no CPERSONA_EMBEDDING_URL: using the fake /embed server {url} (NOT a quality measurement)")
 
-    db = workdir / "bench.db"
-    result: dict = {"benchmark": "retrieval", "dataset": args.dataset, "data_path": str(folder),
+    result: dict = {"benchmark": "retrieval", "backend": "postgresql" if pg.is_url(db) else "sqlite",
+                    "dataset": args.dataset, "data_path": str(folder),
                     "embedding": args.embedding, "embedding_url": url or None, "fake_embedder": fake is not None,
                     "limit": args.limit, "memories": len(data.memories), "queries_total": len(data.queries),
                     "queries_evaluated": len(queries), "query_sampling": sampling}
     try:
         server_env = common.parse_server_env(args.server_env)
+        if pg.is_url(db):
+            server_env["CPERSONA_DB_URL"] = str(db)
         if args.no_gate:
             server_env["CPERSONA_GATE_ENABLED"] = "false"
         result["gate"] = "off" if args.no_gate else "on"
-        async with common.McpServer(db, args.embedding, url, errlog=workdir / "server.stderr.log",
+        async with common.McpServer(workdir / "bench.db", args.embedding, url, errlog=workdir / "server.stderr.log",
                                     env=server_env) as server:
             result["server"] = {"pid": server.pid, "initialize_ms": round(server.init_ms, 1), "env": server.knobs()}
             if args.embedding != "none":
@@ -166,7 +181,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict:
         "recall": {**common.latency_summary(rec.ms), "responses_with_advisory": rec.advisories,
                    "error_responses": rec.errors, "unmapped_rows": rec.unmapped_rows},
         "baseline_floor": common.BASELINE_FLOOR.get(args.dataset),
-        "db_file_mb": round(db.stat().st_size / 2**20, 2) if db.exists() else None,
+        "db_file_mb": pg.store_size_mb(db),
         "per_query": rec.per_query,
         "unanswerable": {**evalsets.unanswerable_summary(unans.per_query), "foreign": args.foreign,
                          "per_query": [{"id": r["id"], "rows": r["rows"]} for r in unans.per_query]},
@@ -214,7 +229,8 @@ def answer_stored(data) -> dict[str, bool]:
 
 def report(result: dict) -> None:
     m = result["metrics"]
-    print(f"\n== retrieval: {result['dataset']}  embedding={result['embedding']}"
+    print(f"\n== retrieval: {result['dataset']}  backend={result.get('backend', 'sqlite')}  "
+          f"embedding={result['embedding']}"
           f"{' (fake /embed)' if result['fake_embedder'] else ''}  limit={result['limit']}")
     print(f"memories {result['memories']}; {result['query_sampling']}; gate {result.get('gate', 'on')}"
           f"{'; calibrated' if result.get('calibration') else ''}")
@@ -274,7 +290,8 @@ def report(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    out = args.out or common.RESULTS / f"retrieval-{dataset_label(args.dataset)}-{args.embedding}.json"
+    suffix = "-pg" if args.db_url else ""
+    out = args.out or common.RESULTS / f"retrieval-{dataset_label(args.dataset)}-{args.embedding}{suffix}.json"
     common.run_benchmark("cpersona-bench-", args, run, report, out)
     return 0
 

@@ -70,12 +70,14 @@ class Settings(BaseModel):
                          "working directory, else cpersona.db in the per-user data directory; `~` expanded; "
                          "`:memory:` = RAM only).")
     fts_enabled: bool = Field(True, description="Keep the FTS5 trigram indexes; false = LIKE keyword search only.")
+    db_url: str = Field("", description="postgresql://… selects a shared PostgreSQL database (needs "
+                        "`cpersona-memory[postgres]`); empty = the SQLite file at db_path.")
+    db_pool_size: int = Field(10, ge=2, le=1000, description="PostgreSQL: most connections one node opens.")
     busy_timeout_ms: int = Field(5000, ge=50, le=600_000,
                                  description="Milliseconds a write waits for another process's write lock before "
                                              "the call is answered as busy (error_kind \"busy\", retryable).")
     max_content_length: int = Field(16000, ge=1, le=10_000_000, description="Longest memory / summary, in characters.")
-    max_profile_length: int = Field(2000, ge=1, le=1_000_000,
-                                    description="Longest profile, in characters (cut beyond).")
+    max_profile_length: int = Field(2000, ge=1, le=1_000_000, description="Longest profile in characters (cut beyond).")
     max_metadata_length: int = Field(8000, ge=2, le=1_000_000,
                                      description="Longest source / metadata JSON, in characters.")
     startup_integrity_check: bool = Field(True, description="At start, run SQLite's quick_check in the background "

@@ -10,6 +10,8 @@
   kill -9, a custom command line).
 * `db_counts(path)` / `db_rows(path, sql)` — read the SQLite file directly.
 * `in_thread(fn, seconds)` — fn() in a fresh thread: its result or exception, TimeoutError if it hangs.
+
+* `backend` / `where` / `db` (tests/backends.py) — run a test on SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ from cpersona.config import Settings
 from cpersona.devtools.fake_embed import FakeEmbedServer
 from cpersona.service.engine import Engine
 
+pytest.register_assert_rewrite("backends")
+from backends import PG_FILES, EnginePlaces, pg_rows  # noqa: E402 — after the rewrite registration
+
+#: The `backend` / `where` / `db` fixtures (tests/backends.py): one test, both storage backends.
+pytest_plugins = ("backends",)
+
 #: Seconds one spawned MCP scenario may take before the test fails (hang guard, not a timing assertion).
 MCP_SCENARIO_TIMEOUT = 90
 
@@ -55,18 +63,23 @@ def new_engine(db_path: str | Path, **overrides: Any) -> Engine:
 
 
 @pytest.fixture
-def make_engine(tmp_path):
-    """Factory: make_engine(name="x.db", **settings_overrides) → Engine (closed at teardown)."""
+def make_engine(tmp_path, engine_backend):
+    """Factory: make_engine(name="x.db", **settings_overrides) → Engine (closed at teardown).
+    In a test marked `both_backends` it runs once on SQLite and once on PostgreSQL (a fresh
+    schema per name; `db_rows(tmp_path / name, …)` reads it)."""
     made: list[Engine] = []
+    places = EnginePlaces(engine_backend, tmp_path)
 
     def factory(name: str = "x.db", **overrides: Any) -> Engine:
-        eng = new_engine(tmp_path / name, **overrides)
+        place = places.overrides(name)
+        eng = new_engine(place.pop("db_path"), **{**place, **overrides})
         made.append(eng)
         return eng
 
     yield factory
     for eng in reversed(made):
         eng.close()
+    places.close()
 
 
 @pytest.fixture
@@ -103,7 +116,10 @@ def engine_http(http_engine_factory) -> Engine:
 
 # ------------------------------------------------------------------------ raw file
 def db_rows(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:
-    """Run one read query on the file with a private connection."""
+    """Run one read query on the file with a private connection (on the PostgreSQL schema
+    standing in for that file in a both-backends test)."""
+    if str(path) in PG_FILES:
+        return pg_rows(PG_FILES[str(path)], sql, params)
     conn = sqlite3.connect(str(path))
     try:
         return conn.execute(sql, params).fetchall()

@@ -9,14 +9,22 @@ from typing import Any
 
 from cpersona.service.engine import Engine
 
+from backends import PG_FILES, pg_rows
+
 
 def path_of(engine: Engine) -> str:
     return engine.db.path
 
 
 def raw(engine: Engine | str | Path, sql: str, params: tuple = ()) -> int:
-    """Run one statement on the file with a private connection; returns lastrowid."""
-    conn = sqlite3.connect(str(engine if not isinstance(engine, Engine) else path_of(engine)), timeout=10)
+    """Run one statement on the file with a private connection (on the PostgreSQL schema in
+    a both-backends test); returns lastrowid (the new id of an INSERT)."""
+    where = str(engine if not isinstance(engine, Engine) else path_of(engine))
+    if where in PG_FILES:
+        returning = " RETURNING id" if sql.lstrip().upper().startswith("INSERT") else ""
+        found = pg_rows(PG_FILES[where], sql + returning, params)
+        return int(found[0][0]) if returning and found else 0
+    conn = sqlite3.connect(where, timeout=10)
     try:
         with conn:
             cur = conn.execute(sql, params)
@@ -26,7 +34,10 @@ def raw(engine: Engine | str | Path, sql: str, params: tuple = ()) -> int:
 
 
 def rows(engine: Engine | str | Path, sql: str, params: tuple = ()) -> list[tuple]:
-    conn = sqlite3.connect(str(engine if not isinstance(engine, Engine) else path_of(engine)), timeout=10)
+    where = str(engine if not isinstance(engine, Engine) else path_of(engine))
+    if where in PG_FILES:
+        return pg_rows(PG_FILES[where], sql, params)
+    conn = sqlite3.connect(where, timeout=10)
     try:
         return conn.execute(sql, params).fetchall()
     finally:

@@ -16,7 +16,6 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from cpersona.calibration import sidecar
 from cpersona.calibration.fused import MIN_EMBEDDINGS
 from cpersona.storage.meta import VectorState
 
@@ -90,9 +89,9 @@ def _recalibrate(cal: Calibration, action: str) -> None:
     if not _wait_current_vectors(cal):
         return
     cal.startup.action = action
-    if cal.sidecar_state in ("stale", "corrupt") and cal.path is not None:
+    if cal.sidecar_state in ("stale", "corrupt") and cal.store is not None:
         loaded = cal.loaded
-        sidecar.backup(cal.path, (loaded.data or {}).get("scoring_version") if loaded.status == "ok" else "corrupt")
+        cal.store.backup((loaded.data or {}).get("scoring_version") if loaded.status == "ok" else "corrupt")
     stale = (cal.vectors.current_state() or VectorState()).stale_range("memories")
     with cal.db.read() as s:
         agents = s.vectors.agents_with_vectors(dim, stale, MIN_EMBEDDINGS)

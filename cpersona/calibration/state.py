@@ -21,6 +21,7 @@ from cpersona.calibration import sidecar
 from cpersona.calibration.ports import VectorSpace
 from cpersona.calibration.precision import global_beta
 from cpersona.calibration.stats import rounded
+from cpersona.calibration.store import store_for
 from cpersona.config import Settings
 from cpersona.retrieval.gate import AgentGate
 from cpersona.storage import Database
@@ -86,7 +87,8 @@ class CalibrationState:
         self.settings = settings
         self.db = db
         self.vectors = vectors
-        self.path: Path | None = sidecar.path_for(settings.db_file)
+        self.store = store_for(settings, db)
+        self.path: Path | None = self.store.path if self.store is not None else None
         self._lock = threading.RLock()
         self.global_threshold: float | None = None
         self.thresholds: dict[str, float] = {}
@@ -103,7 +105,7 @@ class CalibrationState:
         self.sidecar_state = "absent"
         self.sidecar_error = ""
         self.startup = Startup()
-        self.loaded = sidecar.load(self.path)
+        self.loaded = self.store.load() if self.store is not None else sidecar.Loaded("absent")
         self._restore()
 
     # ------------------------------------------------------------ identity
@@ -146,7 +148,7 @@ class CalibrationState:
             return
         if loaded.status == "corrupt":
             self.sidecar_error = loaded.error
-            self.problem = f"calibration file {self.path.name if self.path else ''} is unreadable ({loaded.error})"
+            self.problem = f"{self.store.label if self.store else 'calibration'} is unreadable ({loaded.error})"
             return
         if loaded.status == "absent":
             self._check_lost()
@@ -171,8 +173,7 @@ class CalibrationState:
 
     def _check_lost(self) -> None:
         """No file: 'lost' when the database records that one was written."""
-        with self.db.read() as s:
-            record = sidecar.recorded(s)
+        record = self.store.lost() if self.store is not None else None
         if record is not None:
             self.sidecar_state = "lost"
             when = record.get("calibrated_at") or "earlier"
@@ -297,9 +298,10 @@ class CalibrationState:
             (self.cleared_betas.add if previous.cleared else self.cleared_betas.discard)(agent_id)
 
     # ------------------------------------------------------------- persisting
-    def payload(self) -> dict[str, Any]:
-        """The sidecar content; entries another process added meanwhile (same fingerprint
-        only) are carried over, except for agents purged or β cleared here."""
+    def payload(self, current: sidecar.Loaded | None = None) -> dict[str, Any]:
+        """The state to store; entries another process added meanwhile to `current` (the
+        stored state; read from the store when None — same fingerprint only) are carried
+        over, except for agents purged or β cleared here."""
         with self._lock:
             fp = self.fingerprint or self.current_fingerprint() or Fingerprint(None, None)
             payload: dict[str, Any] = {
@@ -312,7 +314,8 @@ class CalibrationState:
             }
             removed = set(self.removed)
             cleared = set(self.cleared_betas)
-        current = sidecar.load(self.path)
+        if current is None:
+            current = self.store.load() if self.store is not None else sidecar.Loaded("absent")
         if current.status == "ok" and not self.stale_reason(current.data) and \
                 (current.data.get("embedding_model"), current.data.get("embedding_dim")) == (fp.model, fp.dim):
             for key in ("agent_thresholds", "agent_fused_gates", "agent_betas"):
@@ -324,20 +327,15 @@ class CalibrationState:
         return payload
 
     def persist(self) -> str:
-        """Write the sidecar (and note it in the DB). Returns '' or the error text."""
-        if self.path is None:
+        """Write the state to its store (the sidecar file, noted in the DB; or the shared
+        database's record). Returns '' or the error text."""
+        if self.store is None:
             return "in-memory database: nothing is persisted"
-        payload = self.payload()
-        error = sidecar.write_atomic(self.path, payload)
+        error = self.store.save(self.payload)
         with self._lock:
             if error:
                 self.sidecar_error = error
-                log.warning("calibration file %s could not be written: %s", self.path, error)
+                log.warning("%s could not be written: %s", self.store.label, error)
                 return error
             self.sidecar_state, self.sidecar_error = "ok", ""
-        try:
-            with self.db.write() as s:
-                sidecar.record_written(s, self.path, payload["calibrated_at"])
-        except Exception as err:  # noqa: BLE001 — the file is written; the record only improves diagnostics
-            log.warning("could not record the calibration file in the database: %s", err)
         return ""

@@ -68,7 +68,7 @@ def open_engine(settings: Settings, must_exist: bool = True) -> Engine | None:
     from cpersona.service.engine import Engine
 
     path = settings.db_file
-    if must_exist and path is not None and not path.exists():
+    if must_exist and not settings.db_url and path is not None and not path.exists():
         return None
     return Engine(settings, start_background=False, model_authority=False)
 

@@ -65,7 +65,8 @@ def stats_command(settings: Settings, args: argparse.Namespace) -> int:
         db.add_row("path", st["path"])
         db.add_row("size", _size(st["size_bytes"]) + (" (incl. -wal)" if st["wal"] else ""))
         fts = "on" if st["fts"] else f"unavailable ({st['fts_problem']}): LIKE search" if st["fts_problem"] else "off"
-        db.add_row("schema", f"v{SCHEMA_VERSION}, FTS5 {fts}")
+        lexical = "pg_trgm" if st.get("backend") == "postgresql" else "FTS5"
+        db.add_row("schema", f"v{SCHEMA_VERSION}, {lexical} {fts}")
         db.add_row("embedding backend", backend_label(engine.embedder))
         db.add_row("stored vectors", _vectors_line(st))
         db.add_row("task queue", f"{queue['pending']} pending, {queue['failed']} failed, {queue['retries']} retries")

@@ -172,6 +172,7 @@ class Check:
     unlocked: runs outside the write transaction even in a fix run (a whole-file scan,
         or state that is not in the database).
     review: what a person should do when nothing can be repaired automatically.
+    sqlite_only: why the check does not apply to a PostgreSQL database ('' = it does).
     """
 
     name: str
@@ -183,6 +184,7 @@ class Check:
     scope: Literal["agent", "global"] = "agent"
     unlocked: bool = False
     review: str = ""
+    sqlite_only: str = ""
 
     @property
     def issue_type(self) -> str:

@@ -62,6 +62,8 @@ class Outcome:
 def run_check(check: Check, ctx: Context) -> Outcome:
     """Detect, turning "not applicable" into a skip and any exception into check_crashed."""
     ctx.agent = "" if check.scope == "global" else ctx.run_agent
+    if check.sqlite_only and ctx.env.db.backend != "sqlite":
+        return Outcome(skipped=check.sqlite_only)
     try:
         return Outcome(check.detect(ctx))
     except NotApplicable as why:

@@ -3,8 +3,11 @@ from storage on first use and kept in step with the file.
 
 * Writes of this process update them after COMMIT (`add` / `remove`, registered with
   `Session.after`), in commit order.
-* Another process committing to the file is noticed through `PRAGMA data_version`
-  (`changed_elsewhere`); the indexes are then dropped and reloaded on next use.
+* Another process (or, on PostgreSQL, another node) committing is noticed through the
+  database's data version (`changed_elsewhere`). When the backend can say which rows
+  changed (PostgreSQL's change feed) exactly those rows are re-read; otherwise (SQLite's
+  `PRAGMA data_version` says only that something changed) the indexes are dropped and
+  reloaded on next use.
 Thread-safe: one re-entrant lock guards loading and every change.
 """
 
@@ -41,6 +44,7 @@ class ResidentIndexes:
         self.db = db
         self.lock = threading.RLock()
         self._indexes: Indexes | None = None
+        self._stale: dict[str, tuple[int, int]] = {}
         self._data_version = db.data_version() or 0
 
     def get(self, dim: int, state: VectorState) -> Indexes:
@@ -48,7 +52,8 @@ class ResidentIndexes:
         when absent or built for another dimension."""
         with self.lock:
             if self._indexes is None or self._indexes["memories"].dim != dim:
-                self._indexes = {t: load_index(self.db, t, dim, state.stale_range(t)) for t in TABLES}
+                self._stale = {t: state.stale_range(t) for t in TABLES}
+                self._indexes = {t: load_index(self.db, t, dim, self._stale[t]) for t in TABLES}
             return self._indexes
 
     def loaded(self) -> dict[str, tuple[int, int]] | None:
@@ -64,15 +69,39 @@ class ResidentIndexes:
             self._indexes = None
 
     def changed_elsewhere(self) -> bool:
-        """True (and the indexes dropped) when another connection committed to the file.
-        Never waits for this process's own writer: while it holds the write lock nothing
-        else can commit, and the next call looks again."""
-        version = self.db.data_version(wait=False)
-        if version is None or version == self._data_version:
-            return False
-        self._data_version = version
-        self.invalidate()
-        return True
+        """True when another connection committed; the changed rows are applied to the
+        loaded indexes, or the indexes are dropped when the backend cannot say which.
+        Never waits for this process's own writer: while it holds the SQLite write lock
+        nothing else can commit, and the next call looks again."""
+        with self.lock:
+            version = self.db.data_version(wait=False)
+            if version is None or version == self._data_version:
+                return False
+            changes = self.db.changes_since(self._data_version)
+            self._data_version = version
+            if changes is None:
+                self.invalidate()
+            elif self._indexes is not None:
+                self._apply(changes)
+            return True
+
+    def _apply(self, changes: list) -> None:
+        """Re-read the rows other nodes changed: (table, ids) pairs; other tables are ignored."""
+        assert self._indexes is not None
+        touched: dict[str, set[int]] = {}
+        for table, ids in changes:
+            if table in self._indexes:
+                touched.setdefault(table, set()).update(ids)
+        for table, ids in touched.items():
+            index = self._indexes[table]
+            with self.db.read() as s:
+                rows = s.vectors.rows_by_id(table, sorted(ids), index.dim, self._stale.get(table, (0, 0)))
+            for row_id in ids:
+                index.remove(row_id)
+            for row in rows:
+                vec = from_blob(row.embedding)
+                if vec is not None:
+                    index.add(row.id, row.agent_id, row.project_id, row.channel, row.created_at, vec)
 
     def add(self, table: str, ref: RowRef, vec: np.ndarray) -> None:
         """Put one freshly written vector into the loaded index (no-op when not loaded)."""

@@ -250,8 +250,10 @@ class TaskQueue:
         the next pass: 0 = go on now, None = until woken, else seconds."""
         has_backend = self.embeddings.embedder is not None
         now = self.clock()
-        with self.db.read() as s:
-            rows = s.tasks.due(now, has_backend, BATCH)
+        # claimed in a write on a shared database (another node skips these tasks); one
+        # process serves a SQLite file, where reading the due tasks takes no write lock
+        with self._write() if self.db.shared_by_nodes else self.db.read() as s:
+            rows = s.tasks.claim(now, has_backend, BATCH)
             nxt = None if rows else s.tasks.next_due(has_backend)
         if not rows:
             waiting = not has_backend and self.pending() > 0
@@ -266,13 +268,20 @@ class TaskQueue:
         for t in tasks:
             if t.type == REEMBED and not t.error and (wait := self.reembedder.step(t)) is not None:
                 self._set("waiting_for_backend", self.reembedder.waiting)
+                self._release(tasks)
                 return wait
         embeds = [t for t in tasks if not t.error and t.type != REEMBED]
         if embeds:
             wait = self._embed(embeds)
             if wait is not None:
+                self._release(embeds)
                 return wait
         return 0
+
+    def _release(self, tasks: list[Task]) -> None:
+        """Give back the claims of tasks this pass could not run (another node may run them)."""
+        with self.db.write() as s:
+            s.tasks.release([t.id for t in tasks])
 
     def _load(self, tasks: list[Task]) -> Work:
         """(task, row) for rows still waiting for a vector; tasks of rows that are gone or

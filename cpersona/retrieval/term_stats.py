@@ -71,6 +71,9 @@ def idf(session: Session, fts_table: str, terms: list[str]) -> tuple[dict[str, f
     Returns (idf, n) per term."""
     rows = session.search.table_size(fts_table)
     counts = _doc_counts(session, fts_table, rows, set(terms))
+    # N and n are read by separate statements: rows committed in between (another writer,
+    # another node) can make n exceed the N read first, so N is at least every n
+    rows = max([rows, *(counts[t] for t in terms)])
     weights = {t: max(1e-6, math.log((rows - counts[t] + 0.5) / (counts[t] + 0.5))) for t in terms}
     return weights, {t: counts[t] for t in terms}
 

@@ -10,7 +10,6 @@ Bad arguments raise InvalidArgument; a refused change (absent, locked, not owned
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -181,10 +180,7 @@ class AdminService(IdentityService):
         queue (for `cpersona stats`)."""
         with self.db.read() as s:
             agents = s.agents.stats()
-        path = self.settings.db_file
-        files = [p for p in (str(path), f"{path}-wal") if path and os.path.exists(p)]
-        return {"path": str(path) if path else ":memory:", "size_bytes": sum(os.path.getsize(p) for p in files),
-                "wal": len(files) > 1, "fts": self.db.fts_enabled, "fts_problem": self.db.fts_problem,
+        return {**self.db.describe(), "fts": self.db.fts_enabled, "fts_problem": self.db.fts_problem,
                 "storage_conditions": self.db.conditions.snapshot(), "agents": agents,
                 **self.vector_report(), "queue": self.queue.status()}
 

@@ -33,7 +33,6 @@ from cpersona.embedding.base import Embedder
 from cpersona.embedding.cache import QueryCache
 from cpersona.embedding.gateway import EmbeddingGateway
 from cpersona.embedding.provider import build_embedder
-from cpersona.errors import DatabaseDamaged
 from cpersona.index.resident import ResidentIndexes
 from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy.pause import Pause
@@ -47,7 +46,7 @@ from cpersona.service.quality import QualityService
 from cpersona.service.recall import PoolCounts, RecallService
 from cpersona.service.updates import UpdateService
 from cpersona.service.writes import WriteService
-from cpersona.storage import Database
+from cpersona.storage.backend import open_database
 from cpersona.updates.checker import UpdateCheck
 
 _UNSET: object = object()
@@ -60,19 +59,6 @@ class _IndexAccess:
     def __init__(self, engine: Engine) -> None:
         self.lock = engine.resident.lock
         self.current = engine.indexes
-
-
-def open_database(settings: Settings) -> tuple[Database, str]:
-    """(database, damage). A file too damaged to migrate is opened read-only instead, so
-    the server still starts, answers what it can read, and says why it writes nothing."""
-    try:
-        return Database(settings.db_path, settings.fts_enabled, settings.busy_timeout_ms), ""
-    except DatabaseDamaged as err:
-        # raises when nothing is readable at all
-        db = Database(settings.db_path, settings.fts_enabled, settings.busy_timeout_ms, read_only=True)
-        log.error("%s. Serving it READ-ONLY: nothing will be written. Keep a copy of the file (with its -wal), "
-                  "then run `cpersona checkup` and restore a backup or rebuild from an export", err)
-        return db, str(err)
 
 
 class Engine(WriteService, RecallService, ListingService, AdminService, QualityService, UpdateService,

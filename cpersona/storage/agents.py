@@ -5,12 +5,24 @@ from __future__ import annotations
 import sqlite3
 
 #: (count key, table) erased by `delete_agent`, in the order reported.
-_ERASED = (
+ERASED = (
     ("deleted_memories", "memories"),
     ("deleted_profiles", "profiles"),
     ("deleted_episodes", "episodes"),
     ("deleted_pending_tasks", "pending_memory_tasks"),
 )
+#: Agent ids owning a memory or an episode (portable SQL, shared with the PostgreSQL backend).
+IDS_QUERY = "SELECT agent_id FROM memories UNION SELECT agent_id FROM episodes ORDER BY 1"
+#: One row per agent with STATS_COLUMNS (portable SQL, shared with the PostgreSQL backend).
+STATS_QUERY = """SELECT a.agent_id,
+                 (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id),
+                 (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id AND m.locked = 1),
+                 (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id AND m.embedding IS NULL),
+                 (SELECT COUNT(*) FROM episodes e WHERE e.agent_id = a.agent_id),
+                 (SELECT COUNT(*) FROM profiles p WHERE p.agent_id = a.agent_id),
+                 (SELECT MAX(created_at) FROM memories m WHERE m.agent_id = a.agent_id)
+               FROM (SELECT agent_id FROM memories UNION SELECT agent_id FROM episodes
+                     UNION SELECT agent_id FROM profiles) a ORDER BY a.agent_id"""
 STATS_COLUMNS = ("agent_id", "memories", "locked", "without_vector", "episodes", "profiles", "last_memory")
 
 
@@ -22,23 +34,13 @@ class AgentRepo:
 
     def ids(self) -> list[str]:
         """Every agent id that owns a memory or an episode, sorted."""
-        rows = self.conn.execute("SELECT agent_id FROM memories UNION SELECT agent_id FROM episodes ORDER BY 1")
+        rows = self.conn.execute(IDS_QUERY)
         return [r[0] for r in rows]
 
     def stats(self) -> list[dict]:
         """One dict per agent (STATS_COLUMNS): counts of memories, locked, without vector,
         episodes, profiles, and the newest memory's created_at."""
-        rows = self.conn.execute(
-            """SELECT a.agent_id,
-                 (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id),
-                 (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id AND m.locked = 1),
-                 (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id AND m.embedding IS NULL),
-                 (SELECT COUNT(*) FROM episodes e WHERE e.agent_id = a.agent_id),
-                 (SELECT COUNT(*) FROM profiles p WHERE p.agent_id = a.agent_id),
-                 (SELECT MAX(created_at) FROM memories m WHERE m.agent_id = a.agent_id)
-               FROM (SELECT agent_id FROM memories UNION SELECT agent_id FROM episodes
-                     UNION SELECT agent_id FROM profiles) a ORDER BY a.agent_id"""
-        ).fetchall()
+        rows = self.conn.execute(STATS_QUERY).fetchall()
         return [dict(zip(STATS_COLUMNS, r)) for r in rows]
 
     def delete_agent_chunk(self, agent_id: str, limit: int) -> tuple[dict[str, int], bool]:
@@ -47,5 +49,5 @@ class AgentRepo:
         whether the agent has no row left (every table had fewer than `limit`)."""
         counts = {key: self.conn.execute(
             f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE agent_id = ? LIMIT ?)",
-            (agent_id, limit)).rowcount for key, table in _ERASED}
+            (agent_id, limit)).rowcount for key, table in ERASED}
         return counts, all(n < limit for n in counts.values())

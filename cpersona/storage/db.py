@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import sqlite3
 import threading
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from cpersona.errors import StorageError
 from cpersona.storage import migration
+from cpersona.storage.chunks import ChunkedWrites
 from cpersona.storage.failures import Conditions, condition_of
 from cpersona.storage.file_identity import FileIdentity
 from cpersona.storage.session import Session
@@ -38,15 +38,10 @@ BUSY_TIMEOUT_MS = 5000
 #: How long opening a file waits for another process that is migrating it (a large file's
 #: FTS rebuild takes seconds to minutes), retrying every busy timeout, before giving up.
 MIGRATION_WAIT_S = 300.0
-#: A chunked maintenance write (`write_in_chunks`) holds the write lock about this long per
-#: transaction; its first transaction does CHUNK_FIRST_SIZE units of work, later ones adapt.
-CHUNK_TARGET_S = 0.05
-CHUNK_FIRST_SIZE = 200
-CHUNK_MAX_SIZE = 20_000
 _VOCAB_TABLES = ("memories_fts", "episodes_fts", "memories_words")
 
 
-class Database:
+class Database(ChunkedWrites):
     """One SQLite file (or ":memory:") with the current schema applied.
 
     Args:
@@ -71,6 +66,10 @@ class Database:
         StorageError: the file cannot be opened as a SQLite database (StorageUnavailable
             when a named condition is the cause: busy past MIGRATION_WAIT_S, disk full, …).
     """
+
+    #: One file on one machine: per-file companions (the calibration sidecar) are right here.
+    shared_by_nodes = False
+    backend = "sqlite"
 
     def __init__(self, path: str, fts_enabled: bool = True, busy_timeout_ms: int = BUSY_TIMEOUT_MS,
                  read_only: bool = False) -> None:
@@ -218,32 +217,6 @@ class Database:
             for change in session.pending_after():
                 change()
 
-    def write_in_chunks(self, step: Callable[[Session, int], bool]) -> int:
-        """Run `step(session, size)` in successive write transactions until it returns True;
-        returns the number of transactions. For maintenance writes too long for one
-        transaction: a step does at most `size` units of work (e.g. rows), and `size` is
-        adapted after every step so a transaction holds the write lock for about
-        CHUNK_TARGET_S, whatever a unit costs (a long memory's FTS postings cost far more
-        than a short one's).
-
-        Between two steps the lock is left free for as long as the last step held it,
-        times a random factor in [0.5, 1.5): about half of the time, at random phases, so a
-        waiting writer — a thread of this process, or another process whose SQLite busy
-        handler polls the lock every 1 to 100 ms (https://www.sqlite.org/c3ref/busy_timeout.html)
-        — gets it within a few polls instead of waiting out its busy timeout. A failing step
-        raises; the steps before it stay committed."""
-        rounds, size = 0, CHUNK_FIRST_SIZE
-        while True:
-            rounds += 1
-            started = time.monotonic()
-            with self.write() as session:
-                done = step(session, size)
-            if done:
-                return rounds
-            held = max(time.monotonic() - started, 1e-4)
-            size = max(1, min(CHUNK_MAX_SIZE, int(size * CHUNK_TARGET_S / held)))
-            time.sleep(held * random.uniform(0.5, 1.5))
-
     @contextmanager
     def commits_settled(self) -> Iterator[None]:
         """Hold this process's writers off: inside, every transaction it committed has run
@@ -377,6 +350,18 @@ class Database:
                 return self._writer.total_changes, self._writer.execute("PRAGMA data_version").fetchone()[0]
         finally:
             self._lock.release()
+
+    def changes_since(self, version: int) -> list | None:
+        """Which rows other connections changed after `version`: SQLite's data_version
+        says only THAT another connection committed, never what — so always None (reload)."""
+        return None
+
+    def describe(self) -> dict:
+        """Where the data lives, for `stats`: the file, its size with the WAL, WAL in use."""
+        path = ":memory:" if self.memory else os.path.realpath(self.path)
+        files = [p for p in (path, f"{path}-wal") if not self.memory and os.path.exists(p)]
+        return {"backend": "sqlite", "path": path, "size_bytes": sum(os.path.getsize(p) for p in files),
+                "wal": len(files) > 1}
 
     def close(self) -> None:
         """Close every connection. Safe to call twice."""

@@ -69,6 +69,14 @@ CONDITIONS = {
                                                      "changed"),
 }
 
+#: PostgreSQL SQLSTATE → condition (https://www.postgresql.org/docs/15/errcodes-appendix.html):
+#: a lock held past lock_timeout, a deadlock victim, no disk space, out of memory, an I/O
+#: error, a read-only server (a standby, or default_transaction_read_only).
+PG_CONDITIONS = {
+    "55P03": _BUSY, "40P01": _BUSY,
+    "53100": CONDITIONS[sqlite3.SQLITE_FULL], "53200": CONDITIONS[sqlite3.SQLITE_NOMEM],
+    "58030": CONDITIONS[sqlite3.SQLITE_IOERR], "25006": CONDITIONS[sqlite3.SQLITE_READONLY],
+}
 
 #: The file at the database path is not the file the connections have open: it was deleted
 #: (SQLite goes on writing into the unlinked inode, lost at exit —
@@ -94,7 +102,11 @@ def _level(condition: Condition) -> int:
 
 
 def condition_of(err: BaseException) -> Condition | None:
-    """The environmental condition behind `err`, or None (not a SQLite error, or a bug)."""
+    """The environmental condition behind `err`, or None (not a SQLite or PostgreSQL error
+    naming one: a bug, or a refusal the caller handles)."""
+    state = getattr(err, "sqlstate", None)  # psycopg.Error
+    if isinstance(state, str):
+        return PG_CONDITIONS.get(state)
     code = getattr(err, "sqlite_errorcode", None)
     if not isinstance(err, sqlite3.Error) or not isinstance(code, int):
         return None

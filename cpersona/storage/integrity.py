@@ -208,7 +208,7 @@ class IntegrityRepo:
         """(id, locked) of memories repeating another's agent, project, channel and content,
         except one keeper per group (a locked row when there is one, else the oldest)."""
         sql = ("SELECT id, locked FROM (SELECT id, locked, ROW_NUMBER() OVER (PARTITION BY agent_id, project_id, "
-               "channel, content ORDER BY locked DESC, id) AS n FROM memories) WHERE n > 1 ORDER BY id")
+               "channel, content ORDER BY locked DESC, id) AS n FROM memories) AS numbered WHERE n > 1 ORDER BY id")
         return self.conn.execute(sql).fetchall()
 
     def msg_id_collisions(self) -> list[tuple[int, int]]:

@@ -14,6 +14,9 @@ from cpersona.storage.vectors import TEXT_COLUMN
 class InventoryRepo:
     """Vector, queue, statistics and deep-check queries over one connection."""
 
+    #: The current time as the text form of `created_at` / `updated_at` (naive UTC).
+    NOW = "datetime('now')"
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
@@ -91,7 +94,7 @@ class InventoryRepo:
         """Give a failed task a fresh start (retries 0, due now)."""
         return self.conn.execute(
             "UPDATE pending_memory_tasks SET status = 'pending', retries = 0, last_error = NULL, not_before = 0, "
-            "updated_at = datetime('now') WHERE id = ? AND status = 'failed'", (task_id,)).rowcount > 0
+            f"updated_at = {self.NOW} WHERE id = ? AND status = 'failed'", (task_id,)).rowcount > 0
 
     # ------------------------------------------------------------ statistics
     def counts(self) -> dict[str, int]:

@@ -41,7 +41,7 @@ _DDL = (
         prior TEXT)""",
     f"CREATE INDEX IF NOT EXISTS idx_{ROWS}_op ON {ROWS}(op, action)",
 )
-_TABLES = ("memories", "episodes", "profiles")
+TABLES = ("memories", "episodes", "profiles")
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class Op:
 
 class JournalRepo:
     """Journal reads and writes over one connection (inside the caller's transaction)."""
+
+    #: The column that orders a journal's rows (SQLite's implicit rowid).
+    KEY = "rowid"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -97,11 +100,11 @@ class JournalRepo:
         """Undo up to `limit` inserts / profile changes of `op` (newest first) and forget
         them; returns the (table, id) of the rows removed."""
         rows = self.conn.execute(
-            f"SELECT rowid, action, tbl, row_id, prior FROM {ROWS} WHERE op = ? AND action IN ('insert', 'profile') "
-            "ORDER BY rowid DESC LIMIT ?", (op, limit)).fetchall()
+            f"SELECT {self.KEY}, action, tbl, row_id, prior FROM {ROWS} WHERE op = ? "
+            f"AND action IN ('insert', 'profile') ORDER BY {self.KEY} DESC LIMIT ?", (op, limit)).fetchall()
         removed: list[tuple[str, int]] = []
         for rowid, action, table, row_id, prior in rows:
-            if table not in _TABLES:
+            if table not in TABLES:
                 raise ValueError(f"journal row {rowid} names an unknown table {table!r}")
             if action == "profile" and prior is not None:
                 old = json.loads(prior)
@@ -110,26 +113,26 @@ class JournalRepo:
             else:
                 self.conn.execute(f"DELETE FROM {table} WHERE id = ?", (row_id,))
                 removed.append((table, row_id))
-            self.conn.execute(f"DELETE FROM {ROWS} WHERE rowid = ?", (rowid,))
+            self.conn.execute(f"DELETE FROM {ROWS} WHERE {self.KEY} = ?", (rowid,))
         return removed
 
     def redo_deletes(self, op: int, limit: int) -> list[tuple[str, int]]:
         """Delete up to `limit` source rows `op` still has to delete (a move past its
         commit point) and forget them; returns the (table, id) deleted."""
-        rows = self.conn.execute(f"SELECT rowid, tbl, row_id FROM {ROWS} WHERE op = ? AND action = 'delete' "
-                                 "ORDER BY rowid LIMIT ?", (op, limit)).fetchall()
+        rows = self.conn.execute(f"SELECT {self.KEY}, tbl, row_id FROM {ROWS} WHERE op = ? AND action = 'delete' "
+                                 f"ORDER BY {self.KEY} LIMIT ?", (op, limit)).fetchall()
         for rowid, table, row_id in rows:
-            if table not in _TABLES:
+            if table not in TABLES:
                 raise ValueError(f"journal row {rowid} names an unknown table {table!r}")
             self.conn.execute(f"DELETE FROM {table} WHERE id = ?", (row_id,))
-            self.conn.execute(f"DELETE FROM {ROWS} WHERE rowid = ?", (rowid,))
+            self.conn.execute(f"DELETE FROM {ROWS} WHERE {self.KEY} = ?", (rowid,))
         return [(table, row_id) for _, table, row_id in rows]
 
     def forget(self, op: int, limit: int) -> int:
         """Drop up to `limit` journal rows of a finished `op`; the op itself once none is
         left. Returns how many rows were dropped (0 = the op is gone)."""
-        cur = self.conn.execute(f"DELETE FROM {ROWS} WHERE rowid IN (SELECT rowid FROM {ROWS} WHERE op = ? LIMIT ?)",
-                                (op, limit))
+        cur = self.conn.execute(f"DELETE FROM {ROWS} WHERE {self.KEY} IN (SELECT {self.KEY} FROM {ROWS} "
+                                "WHERE op = ? LIMIT ?)", (op, limit))
         if cur.rowcount == 0:
             self.conn.execute(f"DELETE FROM {OPS} WHERE id = ?", (op,))
         return cur.rowcount

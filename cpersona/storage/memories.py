@@ -34,6 +34,18 @@ def row_filter(scope: Scope, source_id: str = "", use_index: bool = True) -> tup
     return where, params
 
 
+def refusal(row: tuple | None, memory_id: int, owner: str | None, *, lock_matters: bool) -> Refused:
+    """Why a guarded statement on memory `memory_id` changed nothing, from its
+    (agent_id, project_id, channel, created_at, locked) row (None = absent)."""
+    if row is None:
+        return Refused(f"memory {memory_id} not found")
+    if lock_matters and row[4]:
+        return Refused(f"memory {memory_id} is locked; call unlock_memory first")
+    if owner is not None and row[0] != owner:
+        return Refused(f"memory {memory_id} is not owned by agent {owner!r}")
+    return Refused(f"memory {memory_id} was not changed")  # unreachable inside one transaction
+
+
 class MemoryRepo:
     """Queries on `memories` over one connection (see `storage.session.Session`)."""
 
@@ -90,14 +102,7 @@ class MemoryRepo:
 
     def _why(self, memory_id: int, owner: str | None, *, lock_matters: bool) -> Refused:
         """Explain why a guarded statement on memory `memory_id` changed nothing."""
-        row = self._row(memory_id)
-        if row is None:
-            return Refused(f"memory {memory_id} not found")
-        if lock_matters and row[4]:
-            return Refused(f"memory {memory_id} is locked; call unlock_memory first")
-        if owner is not None and row[0] != owner:
-            return Refused(f"memory {memory_id} is not owned by agent {owner!r}")
-        return Refused(f"memory {memory_id} was not changed")  # unreachable inside one transaction
+        return refusal(self._row(memory_id), memory_id, owner, lock_matters=lock_matters)
 
     def check_writable(self, memory_id: int, owner: str | None) -> None:
         """Raise Refused when update/delete would be refused now (a cheap early answer

@@ -15,6 +15,8 @@ log = logging.getLogger(__name__)
 TABLES = ("memories", "episodes")
 VECTORS_KEY = "vectors"
 CALIBRATION_KEY = "calibration"
+#: Kept by the PostgreSQL backend for itself (its layout revision); never copied between stores.
+POSTGRES_LAYOUT_KEY = "postgres_layout"
 
 
 @dataclass
@@ -41,6 +43,22 @@ class VectorState:
     def to_json(self) -> str:
         return json.dumps({"model": self.model, "dim": self.dim, "pending": self.pending})
 
+    @classmethod
+    def from_value(cls, data: Any) -> VectorState:
+        """From the decoded meta value; an empty VectorState when none (or unreadable)."""
+        if not isinstance(data, dict) or not data:
+            return cls()
+        return cls(data.get("model"), data.get("dim"), data.get("pending"))
+
+
+def decode(key: str, text: str) -> Any:
+    """A stored meta value decoded; {} (logged) when it is not JSON."""
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError) as err:
+        log.warning("cpersona_meta[%r] is unreadable (%s)", key, err)
+        return {}
+
 
 class MetaRepo:
     """Reads and writes of `cpersona_meta` over one connection."""
@@ -51,23 +69,18 @@ class MetaRepo:
     def get(self, key: str) -> Any | None:
         """The decoded JSON value of `key`; None when absent, {} when unreadable."""
         row = self.conn.execute("SELECT value FROM cpersona_meta WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        try:
-            return json.loads(row[0])
-        except (ValueError, TypeError, RecursionError) as err:
-            log.warning("cpersona_meta[%r] is unreadable (%s)", key, err)
-            return {}
+        return None if row is None else decode(key, row[0])
+
+    def lock(self, key: str) -> None:
+        """Hold `key` against other writers until COMMIT (read-merge-write): nothing to do on
+        SQLite, whose write transaction (BEGIN IMMEDIATE) already excludes every other."""
 
     def put(self, key: str, value: Any) -> None:
         self.conn.execute("INSERT OR REPLACE INTO cpersona_meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
     def vector_state(self) -> VectorState:
         """The recorded vector identity; an empty VectorState when none (or unreadable)."""
-        data = self.get(VECTORS_KEY)
-        if not isinstance(data, dict) or not data:
-            return VectorState()
-        return VectorState(data.get("model"), data.get("dim"), data.get("pending"))
+        return VectorState.from_value(self.get(VECTORS_KEY))
 
     def put_vector_state(self, state: VectorState) -> None:
         self.conn.execute("INSERT OR REPLACE INTO cpersona_meta(key, value) VALUES (?, ?)",

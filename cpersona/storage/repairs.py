@@ -64,7 +64,18 @@ def _like(text: str) -> str:
 
 
 class RepairRepo:
-    """Detection queries and guarded repairs over one connection."""
+    """Detection queries and guarded repairs over one connection. The SQL fragments that
+    depend on the engine's JSON and date functions are class attributes (the PostgreSQL
+    repository overrides them); the statements around them are standard SQL."""
+
+    #: content empty or blank, a JSON text that parses, a parseable date
+    BLANK_TEST = f"trim(content, {BLANK}) = ''"
+    JSON_VALID = "json_valid({col})"
+    PARSEABLE = _PARSEABLE
+    TIME_CLASS = _CLASS
+    TIMESTAMP_CODE = _TIMESTAMP_CODE
+    SOURCE_CODE = _SOURCE_CODE
+    NONCANONICAL = NONCANONICAL
 
     def __init__(self, conn: sqlite3.Connection, word_index: bool = False) -> None:
         self.conn = conn
@@ -85,16 +96,17 @@ class RepairRepo:
         where, params = agent_filter(agent)
         counted = [(f"contains:{m}", "content LIKE ? ESCAPE '\\'") for m in markers]
         counted += [
-            ("oversized", "length(content) > ?"), ("blank", f"trim(content, {BLANK}) = ''"),
-            ("bad_json", f"metadata != '{{}}' AND NOT json_valid(metadata) OR ({_SOURCE_CODE}) = 'invalid'"),
-            ("bad_timestamp", f"({_TIMESTAMP_CODE}) = 'bad'"),
-            *((f"form:{form}", f"({_TIMESTAMP_CODE}) = '{form}'") for form in ("utc", "aware", "naive")),
-            ("noncanonical_source", f"({_SOURCE_CODE}) = 'noncanonical'"),
-            ("anonymous_source", f"({_SOURCE_CODE}) = 'anonymous'"),
-            ("null_vector", "embedding IS NULL"), ("null_vector_locked", "embedding IS NULL AND locked"),
+            ("oversized", "length(content) > ?"), ("blank", self.BLANK_TEST),
+            ("bad_json", f"metadata != '{{}}' AND NOT {self.JSON_VALID.format(col='metadata')} "
+                         f"OR ({self.SOURCE_CODE}) = 'invalid'"),
+            ("bad_timestamp", f"({self.TIMESTAMP_CODE}) = 'bad'"),
+            *((f"form:{form}", f"({self.TIMESTAMP_CODE}) = '{form}'") for form in ("utc", "aware", "naive")),
+            ("noncanonical_source", f"({self.SOURCE_CODE}) = 'noncanonical'"),
+            ("anonymous_source", f"({self.SOURCE_CODE}) = 'anonymous'"),
+            ("null_vector", "embedding IS NULL"), ("null_vector_locked", "embedding IS NULL AND locked <> 0"),
             ("vectors", "embedding IS NOT NULL"),
         ]
-        sums = ", ".join(f"COALESCE(SUM({expr}), 0)" for _, expr in counted)
+        sums = ", ".join(f"COALESCE(SUM(CASE WHEN {expr} THEN 1 ELSE 0 END), 0)" for _, expr in counted)
         sql = (f"SELECT COUNT(*), {sums}, MIN(length(embedding)), MAX(length(embedding)) FROM memories "
                f"WHERE {where}")
         row = self.conn.execute(sql, [*(_like(m) for m in markers), max_chars, *params]).fetchone()
@@ -113,8 +125,7 @@ class RepairRepo:
 
     def blank_memories(self, agent: str) -> list[tuple[int, int]]:
         """(id, locked) of memories whose content is empty or whitespace only."""
-        return self._rows(f"SELECT id, locked FROM memories WHERE trim(content, {BLANK}) = '' AND {{agent}} "
-                          "ORDER BY id", agent)
+        return self._rows(f"SELECT id, locked FROM memories WHERE {self.BLANK_TEST} AND {{agent}} ORDER BY id", agent)
 
     def rewrite_memory(self, memory_id: int, content: str) -> str:
         """Replace an unlocked memory's content and drop its vector (the trigram index follows
@@ -148,14 +159,16 @@ class RepairRepo:
     # --------------------------------------------------------------- JSON
     def invalid_json(self, agent: str) -> list[tuple[int, int, int, int]]:
         """(id, source invalid, metadata invalid, locked) of memories with malformed JSON."""
-        return self._rows("SELECT id, NOT json_valid(source), NOT json_valid(metadata), locked FROM memories "
-                          "WHERE (NOT json_valid(source) OR NOT json_valid(metadata)) AND {agent} ORDER BY id", agent)
+        source, metadata = self.JSON_VALID.format(col="source"), self.JSON_VALID.format(col="metadata")
+        return self._rows(f"SELECT id, NOT {source}, NOT {metadata}, locked FROM memories "
+                          f"WHERE (NOT {source} OR NOT {metadata}) AND {{agent}} ORDER BY id", agent)
 
     def reset_json(self, memory_id: int, column: str) -> bool:
         """Set `source` or `metadata` of an unlocked memory to '{}' if it is still malformed."""
         if column not in ("source", "metadata"):
             raise ValueError(column)
-        sql = f"UPDATE memories SET {column} = '{{}}' WHERE id = ? AND locked = 0 AND NOT json_valid({column})"
+        valid = self.JSON_VALID.format(col=column)
+        sql = f"UPDATE memories SET {column} = '{{}}' WHERE id = ? AND locked = 0 AND NOT {valid}"
         return self.conn.execute(sql, (memory_id,)).rowcount > 0
 
     # ---------------------------------------------------------- timestamps
@@ -163,7 +176,7 @@ class RepairRepo:
         """(id, timestamp, created_at, locked) of memories with a non-empty timestamp
         SQLite cannot parse (e.g. "yesterday")."""
         return self._rows("SELECT id, timestamp, created_at, locked FROM memories WHERE timestamp != '' "
-                          "AND julianday(timestamp) IS NULL AND {agent} ORDER BY id", agent)
+                          f"AND NOT ({self.PARSEABLE.format(col='timestamp')}) AND {{agent}} ORDER BY id", agent)
 
     def set_memory_timestamp(self, memory_id: int, old: str, new: str) -> bool:
         """Replace an unlocked memory's timestamp if it is still `old`."""
@@ -173,8 +186,8 @@ class RepairRepo:
     def aware_timestamps(self, agent: str) -> list[tuple[int, str, int]]:
         """(id, timestamp, locked) of memories whose timestamp has a non-UTC offset."""
         col = "timestamp"
-        sql = (f"SELECT id, timestamp, locked FROM memories WHERE {_PARSEABLE.format(col=col)} AND "
-               f"{_CLASS.format(col=col)} = 'aware' AND {{agent}} ORDER BY id")
+        sql = (f"SELECT id, timestamp, locked FROM memories WHERE {self.PARSEABLE.format(col=col)} AND "
+               f"{self.TIME_CLASS.format(col=col)} = 'aware' AND {{agent}} ORDER BY id")
         return self._rows(sql, agent)
 
     def episodes_without_start(self, agent: str) -> list[tuple[int, str | None, str]]:
@@ -184,19 +197,19 @@ class RepairRepo:
 
     def episode_time_forms(self, agent: str) -> dict[str, int]:
         """{"utc"|"aware"|"naive": n} over the episodes' parseable start and end times."""
-        parts = [f"SELECT {_CLASS.format(col=c)} AS form FROM episodes WHERE {_PARSEABLE.format(col=c)} AND {{agent}}"
-                 for c in ("start_time", "end_time")]
+        parts = [f"SELECT {self.TIME_CLASS.format(col=c)} AS form FROM episodes WHERE "
+                 f"{self.PARSEABLE.format(col=c)} AND {{agent}}" for c in ("start_time", "end_time")]
         where, params = agent_filter(agent)
         union = " UNION ALL ".join(p.replace("{agent}", where) for p in parts)
-        sql = f"SELECT form, COUNT(*) FROM ({union}) GROUP BY form"
+        sql = f"SELECT form, COUNT(*) FROM ({union}) AS forms GROUP BY form"
         return dict(self.conn.execute(sql, params + params).fetchall())
 
     def episode_times(self, agent: str, form: str) -> list[tuple[int, str, str, str]]:
         """(id, column, value, created_at) of episode start/end times of one form."""
         out: list[tuple[int, str, str, str]] = []
         for col in ("start_time", "end_time"):
-            sql = (f"SELECT id, '{col}', {col}, created_at FROM episodes WHERE {_PARSEABLE.format(col=col)} "
-                   f"AND {_CLASS.format(col=col)} = ? AND {{agent}} ORDER BY id")
+            sql = (f"SELECT id, '{col}', {col}, created_at FROM episodes WHERE {self.PARSEABLE.format(col=col)} "
+                   f"AND {self.TIME_CLASS.format(col=col)} = ? AND {{agent}} ORDER BY id")
             out.extend(self._rows(sql, agent, form))
         return out
 
@@ -204,17 +217,18 @@ class RepairRepo:
         """Replace an episode's start_time / end_time if it is still `old` (None = NULL)."""
         if column not in ("start_time", "end_time"):
             raise ValueError(column)
-        sql = f"UPDATE episodes SET {column} = ? WHERE id = ? AND {column} IS ?"
-        return self.conn.execute(sql, (new, episode_id, old)).rowcount > 0
+        sql = (f"UPDATE episodes SET {column} = ? WHERE id = ? AND ({column} = ? OR ({column} IS NULL AND "
+               "CAST(? AS TEXT) IS NULL))")
+        return self.conn.execute(sql, (new, episode_id, old, old)).rowcount > 0
 
     # ------------------------------------------------------------- sources
     def noncanonical_sources(self, agent: str, limit: int) -> tuple[int, list[tuple[int, str, int]]]:
         """(how many, the first `limit` as (id, source, locked)) of memories whose valid
         JSON source is not anonymous and has no `type` of User / Agent / System."""
         where, params = agent_filter(agent)
-        total = self.conn.execute(f"SELECT COUNT(*) FROM memories WHERE ({NONCANONICAL}) AND {where}",
+        total = self.conn.execute(f"SELECT COUNT(*) FROM memories WHERE ({self.NONCANONICAL}) AND {where}",
                                   params).fetchone()[0]
-        sql = f"SELECT id, source, locked FROM memories WHERE ({NONCANONICAL}) AND {where} ORDER BY id LIMIT ?"
+        sql = f"SELECT id, source, locked FROM memories WHERE ({self.NONCANONICAL}) AND {where} ORDER BY id LIMIT ?"
         return total, self.conn.execute(sql, [*params, limit]).fetchall() if total else []
 
     def set_source(self, memory_id: int, old: str, new: str) -> bool:
@@ -244,5 +258,5 @@ class RepairRepo:
         """(project_id, rows) over memories and episodes."""
         where, params = agent_filter(agent)
         sql = (f"SELECT project_id, COUNT(*) FROM (SELECT project_id FROM memories WHERE {where} UNION ALL "
-               f"SELECT project_id FROM episodes WHERE {where}) GROUP BY project_id ORDER BY project_id")
+               f"SELECT project_id FROM episodes WHERE {where}) AS rows GROUP BY project_id ORDER BY project_id")
         return self.conn.execute(sql, params + params).fetchall()

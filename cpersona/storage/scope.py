@@ -26,7 +26,7 @@ class Scope:
         `alias` prefixes column names ("m" → "m.agent_id"). `use_index=False` writes the
         columns as `+m.agent_id` so SQLite filters with them instead of scanning an agent
         index — for lookups that already have row ids. Always returns a valid expression
-        ("1" when no axis filters).
+        ("1 = 1" when no axis filters: a boolean in every SQL dialect).
         """
         col = ("" if use_index else "+") + (f"{alias}." if alias else "")
         clauses: list[str] = []
@@ -40,7 +40,7 @@ class Scope:
         if self.channel:
             clauses.append(f"{col}channel IN (?, '')")
             params.append(self.channel)
-        return (" AND ".join(clauses) or "1"), params
+        return (" AND ".join(clauses) or "1 = 1"), params
 
     def admits(self, agent_id: str, project_id: str, channel: str) -> bool:
         """Python mirror of `predicate` for one row (used by the in-memory vector index)."""

@@ -25,6 +25,7 @@ from cpersona.storage.profiles import ProfileRepo
 from cpersona.storage.repairs import RepairRepo
 from cpersona.storage.search import SearchRepo
 from cpersona.storage.tasks import TaskRepo
+from cpersona.storage.transfer import TransferRepo
 from cpersona.storage.vectors import VectorRepo
 
 
@@ -88,6 +89,10 @@ class Session:
     @cached_property
     def agents(self) -> AgentRepo:
         return AgentRepo(self.conn)
+
+    @cached_property
+    def transfer(self) -> TransferRepo:
+        return TransferRepo(self.conn)
 
     @cached_property
     def repairs(self) -> RepairRepo:

@@ -101,6 +101,14 @@ class TaskRepo:
             (now, with_embeds, EMBED, REEMBED, limit),
         ).fetchall()
 
+    def claim(self, now: float, with_embeds: bool, limit: int) -> list[tuple[int, str, str, str, int]]:
+        """The tasks this worker runs now: on SQLite simply the due ones (`due`) — one
+        process's worker serves the file, and a vector write is guarded by the row's text."""
+        return self.due(now, with_embeds, limit)
+
+    def release(self, task_ids: list[int]) -> None:
+        """Give claimed tasks back: nothing to do on SQLite, where `claim` holds no lease."""
+
     def next_due(self, with_embeds: bool) -> float | None:
         """Earliest `not_before` of the pending tasks (None when there is none)."""
         return self.conn.execute(

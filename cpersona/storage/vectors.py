@@ -37,6 +37,17 @@ class VectorRepo:
                "ORDER BY created_at, id")
         return (VectorRow._make(r) for r in self.conn.execute(sql, params))
 
+    def rows_by_id(self, table: str, ids: list[int], dim: int, stale: tuple[int, int]) -> list[VectorRow]:
+        """The listed rows of `table` that are embedded by the active model."""
+        where, params = _embedded(dim, stale)
+        out: list[VectorRow] = []
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            sql = (f"SELECT id, agent_id, project_id, channel, created_at, embedding FROM {table} "
+                   f"WHERE id IN ({','.join('?' * len(chunk))}) AND {where} ORDER BY created_at, id")
+            out.extend(VectorRow._make(r) for r in self.conn.execute(sql, [*chunk, *params]))
+        return out
+
     def embedded_memory_ids(self, dim: int, stale: tuple[int, int], agent_id: str | None) -> list[int]:
         """Ids of the memories (of `agent_id`, None = all) embedded by the active model."""
         where, params = _embedded(dim, stale)
@@ -123,7 +134,7 @@ class VectorRepo:
             total = self.conn.execute(f"SELECT COUNT(*) FROM {table} WHERE embedding IS NOT NULL").fetchone()[0]
             step = max(1, total // max(1, n - len(out)))
             sql = (f"SELECT {column}, embedding FROM (SELECT {column}, embedding, ROW_NUMBER() OVER (ORDER BY id) AS k "
-                   f"FROM {table} WHERE embedding IS NOT NULL) WHERE (k - 1) % ? = 0 LIMIT ?")
+                   f"FROM {table} WHERE embedding IS NOT NULL) AS numbered WHERE (k - 1) % ? = 0 LIMIT ?")
             out.extend(self.conn.execute(sql, (step, n - len(out))).fetchall())
             if len(out) >= n:
                 break

@@ -3,7 +3,13 @@ reported with its severity, repaired, gone — and locked rows left exactly as t
 
 from __future__ import annotations
 
+import pytest
+from cpersona.storage.scope import Scope
+
 from health_helpers import add_memory, cycle, find, memory, one, raw, rows
+
+#: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
+pytestmark = pytest.mark.both_backends
 
 
 def test_memory_annotation_markers_are_stripped(engine_none):
@@ -16,7 +22,8 @@ def test_memory_annotation_markers_are_stripped(engine_none):
     assert memory(engine_none, a)[4] == "the staging DB moved to port 5433"
     assert memory(engine_none, locked) == before_locked
     # the rewritten text is searchable (FTS followed by trigger)
-    assert rows(engine_none, "SELECT rowid FROM memories_fts WHERE memories_fts MATCH '\"5433\"'") == [(a,)]
+    with engine_none.db.read() as s:  # the trigram index follows (FTS5, or pg_trgm)
+        assert [r.id for r, _ in s.search.memories_fts('"5433"', Scope(None), "", 10)] == [a]
 
 
 def test_rewrite_colliding_with_an_existing_row_deletes_the_copy(engine_none):

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from health_helpers import add_memory, cycle, find, memory, one, raw, rows
+
+#: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
+pytestmark = pytest.mark.both_backends
 
 CREATED = "2026-03-01 09:00:00"
 

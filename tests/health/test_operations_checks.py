@@ -3,13 +3,22 @@ operating-context file, the original's remote-vector setting."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
 from health_helpers import add_memory, cycle, find, one, raw, rows
+
+#: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
+pytestmark = pytest.mark.both_backends
 
 
 def _task(engine, task_type: str, payload: str, *, status: str = "pending", age: str = "-2 hours",
           error: str | None = None) -> int:
+    amount, unit = age.split()
+    created = datetime.now(UTC).replace(tzinfo=None) + timedelta(**{unit: float(amount)})  # SQLite's datetime('now', age)
     return raw(engine, "INSERT INTO pending_memory_tasks(task_type, agent_id, payload, status, last_error, created_at) "
-               "VALUES (?, 'kai', ?, ?, ?, datetime('now', ?))", (task_type, payload, status, error, age))
+               "VALUES (?, 'kai', ?, ?, ?, ?)", (task_type, payload, status, error, created.strftime("%Y-%m-%d %H:%M:%S")))
 
 
 def test_project_ids_differing_only_in_spelling_are_reported(engine_none):

@@ -14,6 +14,9 @@ from cpersona.storage.repairs import RepairRepo
 
 from health_helpers import add_memory, find, memory, one, rows
 
+#: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
+pytestmark = pytest.mark.both_backends
+
 
 def test_a_clean_store_is_healthy_and_every_check_ran(engine_none):
     engine_none.store("kai", "a fact", source={"type": "User", "id": "u1", "name": "Ann"})
@@ -90,6 +93,7 @@ def test_a_crashing_check_is_reported_and_the_others_still_run(engine_none, monk
     assert one(report, "empty_content")["count"] == 1 and report["status"] == "degraded"
 
 
+@pytest.mark.sqlite_only("drives SQLite's file lock or its error types")
 def test_a_failing_repair_is_undone_and_the_others_are_kept(engine_none, monkeypatch):
     mention = add_memory(engine_none, "<@1> keep me")
     blank = add_memory(engine_none, " ")
@@ -138,6 +142,7 @@ def _fix_while_locked(engine, seconds: float) -> dict:
         holder.join()
 
 
+@pytest.mark.sqlite_only("drives SQLite's file lock or its error types")
 def test_a_fix_waits_for_another_writer_and_leaves_a_sound_file(engine_none):
     bad = add_memory(engine_none, "<@1> waiting")
     out = _fix_while_locked(engine_none, 1.5)
@@ -146,6 +151,7 @@ def test_a_fix_waits_for_another_writer_and_leaves_a_sound_file(engine_none):
     assert rows(engine_none, "PRAGMA integrity_check") == [("ok",)]
 
 
+@pytest.mark.sqlite_only("drives SQLite's file lock or its error types")
 def test_a_write_lock_never_released_means_nothing_is_repaired(engine_none, monkeypatch):
     monkeypatch.setattr(runner, "LOCK_ATTEMPTS", 1)
     bad = add_memory(engine_none, "<@1> blocked")

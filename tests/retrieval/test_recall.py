@@ -15,6 +15,9 @@ from cpersona.storage.codec import to_blob
 
 from conftest import db_rows, wait_until
 
+#: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
+pytestmark = pytest.mark.both_backends
+
 
 # These tests check the spec's RRF arithmetic (rank 0 → 1/61, penalties on rrf, …), so they
 # pin CPERSONA_RECALL_MODE=rrf; the default `cc` fusion has its own tests (test_fusion_cc.py).
@@ -226,6 +229,7 @@ def _drop_fts_posting(path, row_id):
     conn.close()
 
 
+@pytest.mark.sqlite_only("drops FTS5 postings of the file")
 def test_like_fallback_when_match_finds_nothing(engine_none):
     (rid,) = store_all(engine_none, ["storage outage in eu-west"])
     store_all(engine_none, ["calendar invite for the retro"])
@@ -237,6 +241,7 @@ def test_like_fallback_when_match_finds_nothing(engine_none):
     assert trace["channels"]["keyword"] == 1
 
 
+@pytest.mark.sqlite_only("drops FTS5 postings of the file")
 def test_like_is_not_used_when_match_finds_rows(engine_none):
     (hidden,) = store_all(engine_none, ["storage outage in eu-west"])
     store_all(engine_none, ["storage outage drill scheduled"])
@@ -608,6 +613,7 @@ def test_word_index_finds_inflections_and_vector_adds_its_cosine(make_engine, ht
     assert "vector" in got[contents(hy_res)[-1]]["retrievers"]  # the best row: found by both channels
 
 
+@pytest.mark.sqlite_only("two processes on one file (tests/storage/test_postgres.py has the nodes)")
 def test_second_engine_on_same_file_is_seen_by_vector_search(http_engine_factory):
     first = http_engine_factory("shared.db")
     second = http_engine_factory("shared.db")

@@ -90,3 +90,23 @@ def test_recall_counts_the_gate_pool_once_until_the_file_changes(tmp_path, monke
         assert len(counted) == 2  # a write invalidates the cached count
     finally:
         eng.close()
+
+
+def test_idf_stays_defined_when_rows_arrive_between_its_two_reads():
+    """N (the table size) and n (rows holding a term) are separate statements: a writer on
+    another node can commit rows in between, so n may exceed the N read first. The idf is
+    then the smallest one (a term in every row), never a math domain error."""
+
+    class Search:
+        def table_size(self, fts: str) -> int:
+            return 10  # read first
+
+        def term_doc_counts(self, fts: str, terms: list[str]) -> dict[str, int]:
+            return {"deploy": 14, "rare": 1}  # read after 5 more rows holding "deploy" arrived
+
+    class Session:
+        search = Search()
+
+    weights, counts = term_stats.idf(Session(), "memories_words", ["deploy", "rare"])  # type: ignore[arg-type]
+    assert counts == {"deploy": 14, "rare": 1}
+    assert weights["deploy"] == 1e-6 and weights["rare"] > 1.0

@@ -13,6 +13,9 @@ from cpersona.storage.scope import Scope
 
 from conftest import db_rows, new_engine
 
+#: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
+pytestmark = pytest.mark.both_backends
+
 AGENTS = ("A", "B", "")
 PROJECTS = ("", "P", "Q")
 CHANNELS = ("", "c1", "c2")
@@ -178,11 +181,11 @@ def test_list_memories_newest_first_and_fields(iso_none):
 
 def test_scope_predicate_table():
     """The single predicate helper (the isolation table)."""
-    assert Scope().predicate() == ("1", [])
+    assert Scope().predicate() == ("1 = 1", [])
     assert Scope(agent_id="").predicate() == ("agent_id = ?", [""])
     assert Scope(project_id="").predicate() == ("project_id IN (?, '')", [""])
     assert Scope(project_id="X").predicate("m") == ("m.project_id IN (?, '')", ["X"])
-    assert Scope(channel="").predicate() == ("1", [])
+    assert Scope(channel="").predicate() == ("1 = 1", [])
     assert Scope("a", "p", "c").predicate() == ("agent_id = ? AND project_id IN (?, '') AND channel IN (?, '')", ["a", "p", "c"])
     s = Scope("a", "p", "c")
     assert s.admits("a", "", "") and s.admits("a", "p", "c")

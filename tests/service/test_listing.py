@@ -9,6 +9,9 @@ import pytest
 from cpersona.errors import InvalidArgument
 from cpersona.service.listing import BYTES_PER_TOKEN
 
+#: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
+pytestmark = pytest.mark.both_backends
+
 
 def answer_bytes(out: dict) -> int:
     return len(json.dumps(out, ensure_ascii=False).encode("utf-8"))

@@ -9,14 +9,24 @@ from cpersona.errors import InvalidArgument
 from cpersona.policy.pause import Pause
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.storage.codec import to_blob
+from cpersona.storage.scope import Scope
 from cpersona.storage.tasks import embed_payload
 
 from conftest import db_rows
 
+#: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
+pytestmark = pytest.mark.both_backends
+
 
 def fts_ids(eng, phrase: str) -> list[int]:
-    return [r[0] for r in db_rows(eng.db.path, "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?",
-                                  (f'"{phrase}"',))]
+    """Ids the trigram index finds for `phrase` (FTS5, or pg_trgm on PostgreSQL), every agent."""
+    with eng.db.read() as s:
+        return sorted(r.id for r, _ in s.search.memories_fts(f'"{phrase}"', Scope(None, None, None), "", 1000))
+
+
+def episode_hits(eng, phrase: str) -> int:
+    with eng.db.read() as s:
+        return len(s.search.episodes_fts(f'"{phrase}"', Scope(None, None, None), 1000))
 
 
 def row(eng, memory_id: int):
@@ -158,7 +168,7 @@ def test_delete_episode(engine_none):
     assert eng.delete_episode(ep, "b") == {"ok": False, "error": f"episode {ep} is not owned by agent 'b'"}
     assert eng.delete_episode(ep, "a") == {"ok": True, "deleted_id": ep}
     assert eng.delete_episode(ep) == {"ok": False, "error": f"episode {ep} not found"}
-    assert db_rows(eng.db.path, "SELECT COUNT(*) FROM episodes_fts WHERE episodes_fts MATCH '\"staging\"'") == [(0,)]
+    assert episode_hits(eng, "staging") == 0
     with pytest.raises(InvalidArgument, match="episode_id"):
         eng.delete_episode(0)
 

@@ -13,9 +13,14 @@ from pathlib import Path
 import pytest
 from cpersona.errors import InvalidArgument
 from cpersona.service import bulkwrite
+from cpersona.storage.bulk import _MEMORY as _BULK_MEMORY
 from cpersona.storage.bulk import BulkRepo
 
+from backends import db_write, store_of
 from conftest import db_rows, wait_until
+
+#: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
+pytestmark = pytest.mark.both_backends
 
 
 def _fill(eng, agent="a", n=3):
@@ -214,7 +219,7 @@ def test_knowledge_graph_plain_jsonl_and_csv(engine_none, tmp_path):
     assert "target_agent_id" in engine_none.import_memories("memory.jsonl")["error"]  # whose memories?
     res = engine_none.import_memories("memory.jsonl", "kg")
     assert res["format"] == "mcp-memory-graph" and res["imported_memories"] == 3
-    rows = db_rows(engine_none.settings.db_path, "SELECT content, metadata FROM memories WHERE agent_id = 'kg'")
+    rows = db_rows(engine_none.settings.db_path, "SELECT content, metadata FROM memories WHERE agent_id = 'kg' ORDER BY id")
     assert rows[0][0] == "John_Smith (person): Speaks fluent Spanish"
     assert rows[2][0] == "John_Smith works_at Acme" and json.loads(rows[2][1])["relation"]["to"] == "Acme"
     assert engine_none.import_memories("memory.jsonl", "kg")["imported_memories"] == 0
@@ -248,12 +253,19 @@ def test_import_cleans_like_store_and_notes_it(make_engine, tmp_path):
     assert db_rows(eng.settings.db_path, "SELECT content FROM memories") == [("long long long long ",)]
 
 
+def _session_bulk(engine) -> BulkRepo:
+    """The bulk repository class the engine's backend uses (PostgreSQL's overrides the inserts)."""
+    with engine.db.read() as s:
+        return s.bulk
+
+
 def test_a_failure_while_writing_undoes_every_chunk(engine_none, tmp_path, monkeypatch):
     rows = [{"_type": "memory", "agent_id": "a", "content": f"row {i}"} for i in range(300)]
     _write(tmp_path / "exports", "f.jsonl", "\n".join(json.dumps(x) for x in rows).encode())
     _fill(engine_none)
     before = _state(engine_none.settings.db_path)
-    real = BulkRepo.insert_memory
+    repo = type(_session_bulk(engine_none))
+    real = repo.insert_memory
     calls = {"n": 0}
 
     def failing(self, row, blob):
@@ -263,7 +275,7 @@ def test_a_failure_while_writing_undoes_every_chunk(engine_none, tmp_path, monke
         return real(self, row, blob)
 
     monkeypatch.setattr(bulkwrite, "CHUNK_SECONDS", 0.0)  # one row per transaction: many chunks committed
-    monkeypatch.setattr(BulkRepo, "insert_memory", failing)
+    monkeypatch.setattr(repo, "insert_memory", failing)
     res = engine_none.import_memories("f.jsonl")
     assert res["ok"] is False and "rolled back (249 rows removed)" in res["error"] and "disk is full" in res["error"]
     assert _state(engine_none.settings.db_path) == before
@@ -275,18 +287,21 @@ def test_an_interrupted_import_of_a_dead_process_is_undone_at_start(make_engine,
     _fill(eng)
     before = _state(eng.settings.db_path)
     eng.close()
-    conn = sqlite3.connect(tmp_path / "i.db")  # what a killed importer leaves: rows + journal, phase writing
-    from cpersona.storage.journal import JournalRepo
-    with conn:
-        journal = JournalRepo(conn)
-        op = journal.begin("import", f"{os.uname().nodename}:999999999:dead", {})
-        for i in range(5):
-            cur = conn.execute("INSERT INTO memories(agent_id, content, timestamp) VALUES ('a', ?, '')", (f"half {i}",))
-            journal.note(op, "insert", "memories", cur.lastrowid)
-        conn.execute("UPDATE profiles SET content = 'overwritten' WHERE agent_id = 'a'")
-        journal.note(op, "profile", "profiles", 1, {"content": "a likes ferries", "updated_at": db_rows(
-            tmp_path / "i.db", "SELECT updated_at FROM profiles")[0][0], "project_id": ""})
-    conn.close()
+    store = store_of(tmp_path / "i.db")  # what a killed importer leaves: rows + journal, phase writing
+    try:
+        with store.write() as s:
+            op = s.journal.begin("import", f"{os.uname().nodename}:999999999:dead", {})
+            for i in range(5):
+                ref = s.bulk.insert_memory(dict.fromkeys(_BULK_MEMORY, "") | {
+                    "agent_id": "a", "content": f"half {i}", "source": "{}", "metadata": "{}", "locked": 0,
+                    "recall_count": 0, "last_recalled_at": None}, None)
+                s.journal.note(op, "insert", "memories", ref.id)
+            profile_id, updated = s.bulk.profile("a", "")["id"], s.bulk.profile("a", "")["updated_at"]
+            s.bulk.put_profile("a", "", "overwritten", None, "")
+            s.journal.note(op, "profile", "profiles", profile_id,
+                           {"content": "a likes ferries", "updated_at": updated, "project_id": ""})
+    finally:
+        store.close()
     assert _state(tmp_path / "i.db") != before
     make_engine("i.db")  # the start finds the journal of a process that is gone and undoes it
     assert wait_until(lambda: _state(tmp_path / "i.db") == before)
@@ -341,10 +356,7 @@ def test_migrate_channel_axis(engine_none):
     path = engine_none.settings.db_path
     for i, meta in enumerate([{"session_id": "12345:abc"}, {"session_id": "999:x"}, {"other": 1}, {}]):
         engine_none.store("a", f"bridge memory {i}", metadata=meta, channel="discord")
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute("UPDATE memories SET metadata = 'not json' WHERE content = 'bridge memory 2'")
-    conn.close()
+    db_write(path, "UPDATE memories SET metadata = 'not json' WHERE content = 'bridge memory 2'")
     report = engine_none.migrate_channel_axis()
     assert report["dry_run"] is True and report["recoverable_total"] == 2 and report["unrecoverable_total"] == 2
     assert report["invalid_metadata_total"] == 1 and report["migrated"] == 0

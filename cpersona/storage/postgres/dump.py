@@ -1,0 +1,23 @@
+"""Whole-table reads on PostgreSQL: `storage/dump.py`'s statements (portable), with the
+columns of a table read from the catalog of the current schema instead of SQLite's PRAGMA."""
+
+from __future__ import annotations
+
+import psycopg
+
+from cpersona.storage.dump import DumpRepo
+from cpersona.storage.postgres.portable import portable
+
+
+class PgDumpRepo(DumpRepo):
+    """Whole-table reads over one connection (use `PgDatabase.snapshot()` for a consistent export)."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        super().__init__(portable(conn))
+
+    def _cols(self, table: str) -> set[str]:
+        if table not in self._columns:
+            rows = self.conn.execute("SELECT column_name FROM information_schema.columns "
+                                     "WHERE table_schema = current_schema() AND table_name = %s", (table,))
+            self._columns[table] = {r[0] for r in rows}
+        return self._columns[table]

@@ -1,0 +1,63 @@
+"""Copying a whole store between backends (`cpersona migrate`): every table's rows in id
+order, in batches, with explicit ids, so a copy can resume after the last id the target
+holds. The column lists are the stored format shared by both backends (docs/storage.md);
+columns a backend adds for itself (the PostgreSQL task leases) are not copied."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+#: table → columns copied, id first. Order = copy order.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "memories": ("id", "agent_id", "project_id", "msg_id", "content", "source", "timestamp", "metadata", "embedding",
+                 "channel", "recall_count", "last_recalled_at", "locked", "created_at"),
+    "episodes": ("id", "agent_id", "project_id", "summary", "keywords", "embedding", "start_time", "end_time",
+                 "resolved", "channel", "created_at"),
+    "profiles": ("id", "agent_id", "project_id", "user_id", "content", "updated_at"),
+    "pending_memory_tasks": ("id", "task_type", "agent_id", "project_id", "payload", "retries", "created_at",
+                             "status", "last_error", "updated_at", "not_before"),
+}
+#: The key-value table, copied whole (it has no id).
+META_TABLE = "cpersona_meta"
+
+
+class TransferRepo:
+    """Bulk reads and writes for a copy, over one SQLite connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def count(self, table: str) -> int:
+        return self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+    def max_id(self, table: str) -> int:
+        return self.conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}").fetchone()[0]
+
+    def rows(self, table: str, after_id: int, limit: int) -> list[tuple]:
+        """Rows with id > after_id, in id order, as tuples of COLUMNS[table]."""
+        cols = ", ".join(COLUMNS[table])
+        return self.conn.execute(f"SELECT {cols} FROM {table} WHERE id > ? ORDER BY id LIMIT ?",
+                                 (after_id, limit)).fetchall()
+
+    def insert_rows(self, table: str, rows: list[tuple]) -> int:
+        """Insert rows with their ids (write transaction); rows whose id exists are skipped."""
+        cols = COLUMNS[table]
+        marks = ", ".join("?" * len(cols))
+        cur = self.conn.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES ({marks})", rows)
+        return max(cur.rowcount, 0)
+
+    def meta_items(self) -> list[tuple[str, str]]:
+        """(key, JSON text) of every cpersona_meta entry, by key."""
+        return self.conn.execute(f"SELECT key, value FROM {META_TABLE} ORDER BY key").fetchall()
+
+    def put_meta_items(self, items: list[tuple[str, str]]) -> None:
+        self.conn.executemany(f"INSERT OR REPLACE INTO {META_TABLE}(key, value) VALUES (?, ?)", items)
+
+    def finish(self) -> None:
+        """After a copy: nothing to do on SQLite (AUTOINCREMENT follows explicit ids)."""
+
+
+def canonical(value: Any) -> Any:
+    """A stored value as both backends give it back (bytes stay bytes; memoryview → bytes)."""
+    return bytes(value) if isinstance(value, memoryview) else value

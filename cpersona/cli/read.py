@@ -144,7 +144,8 @@ def recall_command(settings: Settings, args: argparse.Namespace) -> int:
         wait_for_model(engine, quiet=args.json)
         agents = [args.agent] if args.agent is not None else _agents(engine)
         answers = {agent: engine.recall(RecallRequest(agent, args.text, 5 if args.limit is None else args.limit,
-                                                      project_id=args.project), verbose=args.verbose)
+                                                      project_id=args.project, deep=args.deep),
+                                        verbose=args.verbose)
                    for agent in agents}
         if args.json:  # best match first, like the table (the tool answers worst first, as the original did)
             for res in answers.values():
@@ -189,6 +190,9 @@ def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False) -
             shown += 1
     out = console()
     out.print(rows if shown else "nothing relevant found")
+    withheld = sum(a.get("withheld", {}).get("rows", 0) for a in answers.values())
+    if withheld and not shown:
+        out.print(f"[dim]{withheld} rows matched too weakly to count as an answer: --deep halves the bar[/dim]")
     if advisory:
         note = advisory.get("reason") or advisory.get("evidence") or "search is degraded"
         out.print(f"[dim]note: {note}[/dim]")
@@ -218,6 +222,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent", help="the agent (default: every agent in turn)")
     p.add_argument("--limit", type=int, help="matches per agent (default 5, at most 100)")
     p.add_argument("--project", help="project id ('' = global pool only)")
+    p.add_argument("--deep", action="store_true", help="the nearest rows even when none clearly answers the query")
     p.add_argument("--verbose", action="store_true", help="every channel's score in match_reason (with --json)")
     add_json_flag(p)
     p.set_defaults(func=recall_command)

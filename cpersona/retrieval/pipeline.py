@@ -86,6 +86,8 @@ class RecallContext:
     # outcome of the last `recall`: rescue flag and the rows returned (best first)
     gate_fallback: bool = False
     returned: list[Candidate] = field(default_factory=list)
+    #: rows that matched but were all held back by the gate (0 when any row is returned)
+    withheld: int = 0
     #: the query's word terms and idf, set by `retrieve` (None: FTS off or blank query)
     words: lexical.WordQuery | None = None
     #: whether the vector channel ran (a query vector and a resident index), set by `retrieve`
@@ -263,6 +265,7 @@ def apply_gate(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) ->
     autocut on similarity-scale lists (exact matches survive it)."""
     g = make_gate(ctx, req)
     kept = g.apply(rows, req.limit)
+    ctx.withheld = 0 if any(c.kind != PROFILE for c in kept) else sum(c.kind != PROFILE for c in rows[:req.limit])
     ctx.trace.update(pool=g.pool, min_score=g.min_score, fused_gate=g.fused_gate, gate_signal=g.gate_signal,
                      before_gate=len(rows), after_gate=len(kept))
     ctx.gate_fallback = False

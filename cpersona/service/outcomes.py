@@ -57,6 +57,7 @@ class RecallResult(TypedDict):
     advisory: NotRequired[dict[str, Any]]
     gate: NotRequired[dict[str, Any]]
     gate_fallback: NotRequired[bool]
+    withheld: NotRequired[dict[str, Any]]
     full_content_budget_chars: NotRequired[int]
     update_notice: NotRequired[str]
 

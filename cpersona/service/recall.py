@@ -60,6 +60,10 @@ class PoolCounts:
         return cached
 
 
+#: Why a recall answered no row although some rows matched (retrieval/gate.py: per-row gate, answer bar).
+WITHHELD_WHY = "rows matched, but none holds enough of the query's words or is near enough to its meaning"
+
+
 class RecallService(ServiceBase):
     """The read tools; mixed into `Engine` (which sets `_query_pool` and `_pool_counts`)."""
 
@@ -68,7 +72,7 @@ class RecallService(ServiceBase):
 
     def recall(self, req: RecallRequest, trace: dict | None = None, preview_rows: bool = False,
                full_content: bool = False, verbose: bool | None = None) -> RecallResult:
-        """Hybrid recall. Returns `{messages: [...], advisory?, gate?, gate_fallback?}` with
+        """Hybrid recall. Returns `{messages: [...], advisory?, gate?, gate_fallback?, withheld?}` with
         messages ordered worst → best (the LAST element is the best match). With
         `preview_rows` (the MCP tool) long rows are previews unless `full_content`
         (retrieval/preview.py). `verbose` False (the tools' default) rounds scores to 4
@@ -109,6 +113,10 @@ class RecallService(ServiceBase):
         if trace is not None:
             trace.update(ctx.trace)
         response: RecallResult = {"messages": messages}
+        if ctx.withheld:
+            response["withheld"] = {"rows": ctx.withheld, "why": WITHHELD_WHY}
+            if not req.deep:
+                response["withheld"]["fix"] = "recall(deep=true) halves the bar"
         self._after_recall(req, ctx, agent_gate, response)
         advisory = self.gateway.advisory.payload()
         if advisory:

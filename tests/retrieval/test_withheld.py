@@ -1,0 +1,21 @@
+"""An empty recall that held matching rows back says so and how to widen it (found by a new
+user: natural questions about a 3-row store came back empty with no hint)."""
+
+from __future__ import annotations
+
+from cpersona.retrieval.pipeline import RecallRequest
+
+
+def test_an_empty_answer_names_the_rows_it_held_back(engine_none):
+    for text in ("my favourite editor is Helix", "Deploys go out on Thursdays after the 14:00 review.",
+                 "The staging database moved to port 5433"):
+        engine_none.store("me", text)
+    empty = engine_none.recall(RecallRequest("me", "which weekday do releases and deploys usually happen?", 5))
+    assert empty["messages"] == [] and empty["withheld"]["rows"] == 1 and "deep=true" in empty["withheld"]["fix"]
+    deep = engine_none.recall(RecallRequest("me", "which weekday do releases and deploys usually happen?", 5,
+                                            deep=True))
+    assert "fix" not in deep.get("withheld", {})
+    found = engine_none.recall(RecallRequest("me", "staging database port", 5))
+    assert found["messages"] and "withheld" not in found
+    nothing = engine_none.recall(RecallRequest("me", "zebra crossing", 5))
+    assert nothing["messages"] == [] and "withheld" not in nothing  # nothing matched at all

@@ -23,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import time
@@ -46,8 +47,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--data", type=Path, default=common.DEFAULT_DATA,
                    help=f"data folder (default {common.DEFAULT_DATA})")
     p.add_argument("--out", type=Path, default=common.RESULTS / "latency.json", help="JSON output")
-    p.add_argument("--embedding", choices=("http", "none"), default="http",
-                   help="http = fake /embed server (default); none = keyword-only, to isolate the embedding cost")
+    p.add_argument("--embedding", choices=("http", "local", "none"), default="http",
+                   help="http = fake /embed server (default); local = the bundled model; "
+                        "none = keyword-only, to isolate the embedding cost")
+    p.add_argument("--db-cache", type=Path, default=None,
+                   help="folder of stored corpora: a database stored by an earlier run with the same size and "
+                        "embedding is copied from here instead of storing again (store columns then show '-'); "
+                        "a new one is saved here after its store phase")
     p.add_argument("--server-env", action="append", metavar="KEY=VALUE",
                    help="extra environment variable for the server (repeatable), e.g. OPENBLAS_NUM_THREADS=1")
     p.add_argument("--keep", action="store_true", help="keep the temp folder (corpora, DBs, server logs)")
@@ -85,6 +91,9 @@ async def run_size(n: int, args: argparse.Namespace, url: str, workdir: Path) ->
     common.log(f"scale {n}: {len(data.memories)} memories, {len(queries)} of {len(data.queries)} queries "
                f"(generated in {gen_s:.1f}s)")
     db = workdir / f"bench-{n}.db"
+    cached = args.db_cache / f"scale-{n}-{args.embedding}.db" if args.db_cache else None
+    if cached is not None and cached.exists():
+        shutil.copy(cached, db)
     row: dict = {"size": n, "memories": len(data.memories), "queries_total": len(data.queries),
                  "queries_evaluated": len(queries), "generate_s": round(gen_s, 2)}
     async with common.McpServer(db, args.embedding, url, errlog=workdir / f"server-{n}.stderr.log",
@@ -92,14 +101,17 @@ async def run_size(n: int, args: argparse.Namespace, url: str, workdir: Path) ->
         row["server_pid"] = server.pid
         row["initialize_ms"] = round(server.init_ms, 1)
         if args.embedding != "none":
-            row["embedding_ready_wait_s"] = round(await common.wait_embedding_ready(server, 60), 2)
-        store = await common.store_corpus(server, data.memories, label=f"store {n}")
-        row["store"] = store.as_json()
+            row["embedding_ready_wait_s"] = round(await common.wait_embedding_ready(server, 120), 2)
+        if cached is not None and cached.exists():
+            rows, row["store"] = common.stored_rows(db), None
+        else:
+            store = await common.store_corpus(server, data.memories, label=f"store {n}")
+            rows, row["store"] = store.rows, store.as_json()
         if args.embedding != "none":
-            _waited, left = await common.wait_all_embedded(db, 120)
+            _waited, left = await common.wait_all_embedded(db, 900)
             row["rows_without_vector"] = left
         await common.warm_up(server, queries[0]["agent_id"])
-        rec = await common.recall_queries(server, queries, 10, store.rows, label=f"recall {n}")
+        rec = await common.recall_queries(server, queries, 10, rows, label=f"recall {n}")
         row.update(server.memory())
         row["server_stderr"] = server.stderr_summary()
         row["env"] = server.knobs()
@@ -108,7 +120,10 @@ async def run_size(n: int, args: argparse.Namespace, url: str, workdir: Path) ->
                      "error_responses": rec.errors, "unmapped_rows": rec.unmapped_rows}
     row["metrics"] = scores
     row["db_file_mb"] = round(db.stat().st_size / 2**20, 2)
-    if args.embedding != "none":
+    if cached is not None and not cached.exists():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(db, cached)
+    if args.embedding == "http":
         row["fake_embed_ms_per_text"] = round(fake_embed_cost_ms([q["query"] for q in queries[:200]]), 3)
     row["targets"] = targets(row)
     return row
@@ -116,8 +131,10 @@ async def run_size(n: int, args: argparse.Namespace, url: str, workdir: Path) ->
 
 def targets(row: dict) -> dict:
     """Each applicable target with the measured value and pass/miss."""
-    out = {"store_per_s": {"target": f">= {STORE_TARGET_PER_S:g}", "value": row["store"]["stores_per_s"],
-                           "ok": (row["store"]["stores_per_s"] or 0) >= STORE_TARGET_PER_S}}
+    out = {}
+    if row["store"] is not None:
+        out["store_per_s"] = {"target": f">= {STORE_TARGET_PER_S:g}", "value": row["store"]["stores_per_s"],
+                              "ok": (row["store"]["stores_per_s"] or 0) >= STORE_TARGET_PER_S}
     p50_target = RECALL_P50_TARGET_MS.get(row["size"])
     if p50_target is not None:
         out["recall_p50_ms"] = {"target": f"<= {p50_target:g}", "value": row["recall"]["p50_ms"],
@@ -129,7 +146,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
     from cpersona.devtools.fake_embed import FakeEmbedServer
 
     rows = []
-    if args.embedding == "none":
+    if args.embedding != "http":
         for n in args.size_list:
             rows.append(await run_size(n, args, "", workdir))
         return rows
@@ -140,13 +157,14 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
 
 
 def report(rows: list[dict], embedding: str, load_start: list[float] | None) -> None:
-    how = f"fake /embed (dim {DIM})" if embedding == "http" else "none (keyword only)"
+    how = {"http": f"fake /embed (dim {DIM})", "local": "the bundled model"}.get(embedding, "none (keyword only)")
     print(f"\n== latency: MCP stdio, sequential calls, embedding = {how}; times are client-side ms per call")
     table = []
     for r in rows:
         st, rc, o = r["store"], r["recall"], r["metrics"]["overall"]
-        table.append((f"{r['size']:,}", f"{st['stores_per_s']:.0f}", common.ms(st["per_call"]["p50_ms"]),
-                      common.ms(st["per_call"]["p95_ms"]), rc["n"], common.ms(rc["p50_ms"]), common.ms(rc["p95_ms"]),
+        stored = (f"{st['stores_per_s']:.0f}", common.ms(st["per_call"]["p50_ms"]), common.ms(st["per_call"]["p95_ms"])) \
+            if st is not None else ("-", "-", "-")
+        table.append((f"{r['size']:,}", *stored, rc["n"], common.ms(rc["p50_ms"]), common.ms(rc["p95_ms"]),
                       common.ms(rc["p99_ms"]), f"{r['peak_rss_mb']:.1f}", f"{r['db_file_mb']:.1f}",
                       o["recall@10"], o["ndcg@10"], f"{o['mean_rows']:.1f}"))
     common.print_table(("rows", "store/s", "store p50", "store p95", "recalls", "recall p50", "p95", "p99",
@@ -188,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = common.run_in_workdir("cpersona-latency-", args.keep, run, args)
     report(rows, args.embedding, machine["loadavg_start"])
     common.write_json(args.out, {
-        "benchmark": "latency", "embedding": f"http (fake /embed, dim {DIM})" if args.embedding == "http" else "none",
+        "benchmark": "latency",
+        "embedding": f"http (fake /embed, dim {DIM})" if args.embedding == "http" else args.embedding,
         "max_queries": args.max_queries,
         "targets": {"recall_p50_ms": RECALL_P50_TARGET_MS, "store_per_s": STORE_TARGET_PER_S},
         "total_wall_s": round(time.perf_counter() - started, 1),

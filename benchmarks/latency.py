@@ -162,8 +162,8 @@ def report(rows: list[dict], embedding: str, load_start: list[float] | None) -> 
     table = []
     for r in rows:
         st, rc, o = r["store"], r["recall"], r["metrics"]["overall"]
-        stored = (f"{st['stores_per_s']:.0f}", common.ms(st["per_call"]["p50_ms"]), common.ms(st["per_call"]["p95_ms"])) \
-            if st is not None else ("-", "-", "-")
+        stored = ("-", "-", "-") if st is None else \
+            (f"{st['stores_per_s']:.0f}", common.ms(st["per_call"]["p50_ms"]), common.ms(st["per_call"]["p95_ms"]))
         table.append((f"{r['size']:,}", *stored, rc["n"], common.ms(rc["p50_ms"]), common.ms(rc["p95_ms"]),
                       common.ms(rc["p99_ms"]), f"{r['peak_rss_mb']:.1f}", f"{r['db_file_mb']:.1f}",
                       o["recall@10"], o["ndcg@10"], f"{o['mean_rows']:.1f}"))

@@ -23,9 +23,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cpersona.retrieval.pipeline import RecallRequest  # noqa: E402
+from cpersona.retrieval.pipeline import RecallRequest
 
-from quality_helpers import make  # noqa: E402
+from quality_helpers import make
 
 PIN = Path(__file__).with_name("rank_pin.json")
 SERVICES = ["billing", "auth", "search", "export", "ingest", "gateway"]

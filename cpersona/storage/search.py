@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from cpersona.storage import episodes, memories
+from cpersona.storage import episodes, fts_top, memories
 from cpersona.storage.records import EpisodeRow, MemoryRow
 from cpersona.storage.scope import Scope
 
@@ -64,18 +64,16 @@ class SearchRepo:
     def _fts(self, fts: str, expr: str, scoped: Filter, limit: int) -> list[tuple]:
         """Rows (columns of the row type, then bm25) of the `limit` best matches in scope."""
         table, alias, columns = _FTS[fts]
-        depth = limit * TOP_DEPTH_FACTOR
-        top = self.conn.execute(f"SELECT rowid, rank FROM {fts} WHERE {fts} MATCH ? ORDER BY +rank, rowid LIMIT ?",
-                                (expr, depth)).fetchall()
-        if not top:
-            return []
         where, params = scoped(False)
-        marks = ",".join("?" * len(top))
-        sql = f"SELECT {columns} FROM {table} {alias} WHERE {alias}.id IN ({marks}) AND {where}"
-        found = {row[0]: row for row in self.conn.execute(sql, [i for i, _ in top] + params)}
-        best = [(*found[i], score) for i, score in top if i in found][:limit]
-        if len(best) == limit or len(top) < depth:
-            return best
+        for top, complete in fts_top.prefixes(self.conn, fts, expr, limit * TOP_DEPTH_FACTOR):
+            if not top:
+                return []
+            marks = ",".join("?" * len(top))
+            sql = f"SELECT {columns} FROM {table} {alias} WHERE {alias}.id IN ({marks}) AND {where}"
+            found = {row[0]: row for row in self.conn.execute(sql, [i for i, _ in top] + params)}
+            best = [(*found[i], score) for i, score in top if i in found][:limit]
+            if len(best) == limit or complete:
+                return best
         where, params = scoped(True)
         sql = (
             f"SELECT {columns}, {fts}.rank FROM {fts} JOIN {table} {alias} ON {alias}.id = {fts}.rowid "

@@ -105,7 +105,7 @@ def test_import_merge_and_health_repairs_keep_the_word_index_in_step(tmp_path):
     "DELETE FROM memories_words WHERE rowid = 3",  # the newest row lost its word row
 ])
 def test_every_foreign_write_is_found_by_the_open_check(tmp_path, foreign):
-    """The open-time check compares counts and largest ids first; each kind of write another
+    """The open-time check compares row counts first; each kind of write another
     program can make still leaves the two apart, so the next open indexes what lacks."""
     from conftest import new_engine
 

@@ -17,7 +17,12 @@ store ≥ 300/s. Writes JSON (default `benchmarks/results/latency.json`).
 Usage::
 
     python benchmarks/latency.py [--with-100k] [--sizes 1000,10000] [--max-queries 500]
-        [--data DIR] [--out PATH] [--keep]
+        [--embedding http|local|none] [--db-cache DIR] [--data DIR] [--out PATH] [--keep]
+
+`--embedding local` runs the bundled model instead of the fake server; `--db-cache DIR`
+stores each corpus once (`DIR/scale-<N>-<embedding>.db`) and later runs copy it, so recall
+can be compared across commits without storing 100k rows again (a database stored with the
+fake server can be turned into a `local` one with `cpersona reembed --all`).
 """
 
 from __future__ import annotations

@@ -448,6 +448,16 @@ async def store_corpus(server: McpServer, memories: list[dict], label: str = "st
     return report
 
 
+def stored_rows(db_path: Path) -> dict[int, list[str]]:
+    """Row id → [data-set id] of a database stored earlier by `store_corpus` (message.id =
+    data-set id), read from the file (read-only)."""
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        return {i: [m] for i, m in conn.execute("SELECT id, msg_id FROM memories")}
+    finally:
+        conn.close()
+
+
 async def wait_embedding_ready(server: McpServer, timeout_s: float = 180.0) -> float:
     """Poll a recall on the probe agent until the response carries no `advisory` (the
     backend answered). Returns the seconds waited. Raises TimeoutError, or RuntimeError

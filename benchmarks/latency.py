@@ -18,6 +18,12 @@ Usage::
 
     python benchmarks/latency.py [--with-100k] [--sizes 1000,10000] [--max-queries 500]
         [--data DIR] [--out PATH] [--keep] [--db-url postgresql://…] [--fill mcp|import]
+        [--embedding http|local|none] [--db-cache DIR]
+
+`--embedding local` runs the bundled model instead of the fake server; `--db-cache DIR`
+stores each SQLite corpus once (`DIR/scale-<N>-<embedding>.db`) and later runs copy it, so
+recall can be compared across commits without storing 100k rows again (a database stored with
+the fake server can be turned into a `local` one with `cpersona reembed --all`).
 
 `--fill import` loads the corpus with `cpersona import` (one bulk import of a JSONL file, the
 server's queue then embeds every row) instead of one MCP store per row: for recall latency at
@@ -33,6 +39,7 @@ the row first by vector.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import time
@@ -57,8 +64,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--data", type=Path, default=common.DEFAULT_DATA,
                    help=f"data folder (default {common.DEFAULT_DATA})")
     p.add_argument("--out", type=Path, default=common.RESULTS / "latency.json", help="JSON output")
-    p.add_argument("--embedding", choices=("http", "none"), default="http",
-                   help="http = fake /embed server (default); none = keyword-only, to isolate the embedding cost")
+    p.add_argument("--embedding", choices=("http", "local", "none"), default="http",
+                   help="http = fake /embed server (default); local = the bundled model; "
+                        "none = keyword-only, to isolate the embedding cost")
+    p.add_argument("--db-cache", type=Path, default=None,
+                   help="folder of stored SQLite corpora: one stored by an earlier run with the same size and "
+                        "embedding is copied from here instead of storing again (store columns then show '-'); "
+                        "a new one is saved here after its store phase")
     p.add_argument("--server-env", action="append", metavar="KEY=VALUE",
                    help="extra environment variable for the server (repeatable), e.g. OPENBLAS_NUM_THREADS=1")
     p.add_argument("--keep", action="store_true", help="keep the temp folder (corpora, DBs, server logs)")
@@ -117,25 +129,30 @@ async def run_backend(row: dict, data, queries: list[dict], args: argparse.Names
     env = common.parse_server_env(args.server_env)
     if pg.is_url(db):
         env["CPERSONA_DB_URL"] = str(db)
-    if args.fill == "import":
+    cached = args.db_cache / f"scale-{n}-{args.embedding}.db" if args.db_cache and not pg.is_url(db) else None
+    reuse = cached is not None and cached.exists()
+    if reuse:
+        shutil.copy(cached, db)
+    elif args.fill == "import":
         imported = import_corpus(data.memories, workdir / f"corpus-{n}.jsonl", db)
     async with common.McpServer(workdir / f"bench-{n}.db", args.embedding, url,
                                 errlog=workdir / f"server-{n}-{backend}.stderr.log", env=env) as server:
         row["server_pid"] = server.pid
         row["initialize_ms"] = round(server.init_ms, 1)
         if args.embedding != "none":
-            row["embedding_ready_wait_s"] = round(await common.wait_embedding_ready(server, 60), 2)
-        if args.fill == "import":
-            store = imported
+            row["embedding_ready_wait_s"] = round(await common.wait_embedding_ready(server, 120), 2)
+        if reuse:
+            rows, row["store"] = common.stored_rows(db), None
         else:
-            store = await common.store_corpus(server, data.memories, label=f"store {n} {backend}")
-        row["store"] = {**store.as_json(), "fill": args.fill}
+            store = imported if args.fill == "import" else \
+                await common.store_corpus(server, data.memories, label=f"store {n} {backend}")
+            rows, row["store"] = store.rows, {**store.as_json(), "fill": args.fill}
         if args.embedding != "none":
-            _waited, left = await common.wait_all_embedded(db, 120 if args.fill == "mcp" else 1800)
+            _waited, left = await common.wait_all_embedded(db, 900 if args.fill == "mcp" else 1800)
             row["rows_without_vector"] = left
             row["embed_backfill_s"] = round(_waited, 1)
         await common.warm_up(server, queries[0]["agent_id"])
-        rec = await common.recall_queries(server, queries, 10, store.rows, label=f"recall {n} {backend}")
+        rec = await common.recall_queries(server, queries, 10, rows, label=f"recall {n} {backend}")
         row.update(server.memory())
         row["server_stderr"] = server.stderr_summary()
         row["env"] = server.knobs()
@@ -144,7 +161,10 @@ async def run_backend(row: dict, data, queries: list[dict], args: argparse.Names
                      "error_responses": rec.errors, "unmapped_rows": rec.unmapped_rows}
     row["metrics"] = scores
     row["db_file_mb"] = pg.store_size_mb(db)
-    if args.embedding != "none":
+    if cached is not None and not reuse:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(db, cached)
+    if args.embedding == "http":
         row["fake_embed_ms_per_text"] = round(fake_embed_cost_ms([q["query"] for q in queries[:200]]), 3)
     row["targets"] = targets(row)
     return row
@@ -177,8 +197,10 @@ def import_corpus(memories: list[dict], path: Path, db: Path | str) -> common.St
 
 def targets(row: dict) -> dict:
     """Each applicable target with the measured value and pass/miss."""
-    out = {"store_per_s": {"target": f">= {STORE_TARGET_PER_S:g}", "value": row["store"]["stores_per_s"],
-                           "ok": (row["store"]["stores_per_s"] or 0) >= STORE_TARGET_PER_S}}
+    out = {}
+    if row["store"] is not None:
+        out["store_per_s"] = {"target": f">= {STORE_TARGET_PER_S:g}", "value": row["store"]["stores_per_s"],
+                              "ok": (row["store"]["stores_per_s"] or 0) >= STORE_TARGET_PER_S}
     p50_target = RECALL_P50_TARGET_MS.get(row["size"])
     if p50_target is not None:
         out["recall_p50_ms"] = {"target": f"<= {p50_target:g}", "value": row["recall"]["p50_ms"],
@@ -190,7 +212,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
     from cpersona.devtools.fake_embed import FakeEmbedServer
 
     rows = []
-    if args.embedding == "none":
+    if args.embedding != "http":
         for n in args.size_list:
             rows.extend(await run_size(n, args, "", workdir))
         return rows
@@ -206,17 +228,18 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
 
 
 def report(rows: list[dict], embedding: str, load_start: list[float] | None) -> None:
-    how = f"fake /embed (dim {DIM})" if embedding == "http" else "none (keyword only)"
+    how = {"http": f"fake /embed (dim {DIM})", "local": "the bundled model"}.get(embedding, "none (keyword only)")
     print(f"\n== latency: MCP stdio, sequential calls, embedding = {how}; times are client-side ms per call")
     table = []
     visibility = [r for r in rows if "visibility_ms" in r]
     rows = [r for r in rows if "size" in r]
     for r in rows:
         st, rc, o = r["store"], r["recall"], r["metrics"]["overall"]
-        table.append((f"{r['size']:,}", r["backend"], f"{st['stores_per_s']:.0f}", common.ms(st["per_call"]["p50_ms"]),
-                      common.ms(st["per_call"]["p95_ms"]), rc["n"], common.ms(rc["p50_ms"]), common.ms(rc["p95_ms"]),
-                      common.ms(rc["p99_ms"]), f"{r['peak_rss_mb']:.1f}", f"{r['db_file_mb']:.1f}",
-                      o["recall@10"], o["ndcg@10"], f"{o['mean_rows']:.1f}"))
+        stored = ("-", "-", "-") if st is None else \
+            (f"{st['stores_per_s']:.0f}", common.ms(st["per_call"]["p50_ms"]), common.ms(st["per_call"]["p95_ms"]))
+        table.append((f"{r['size']:,}", r["backend"], *stored, rc["n"], common.ms(rc["p50_ms"]),
+                      common.ms(rc["p95_ms"]), common.ms(rc["p99_ms"]), f"{r['peak_rss_mb']:.1f}",
+                      f"{r['db_file_mb']:.1f}", o["recall@10"], o["ndcg@10"], f"{o['mean_rows']:.1f}"))
     common.print_table(("rows", "backend", "store/s", "store p50", "store p95", "recalls", "recall p50", "p95", "p99",
                         "peak RSS MB", "DB MB", "R@10", "NDCG@10", "rows/q"), table)
     print("\ntargets")
@@ -264,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = common.run_in_workdir("cpersona-latency-", args.keep, run, args)
     report(rows, args.embedding, machine["loadavg_start"])
     common.write_json(args.out, {
-        "benchmark": "latency", "embedding": f"http (fake /embed, dim {DIM})" if args.embedding == "http" else "none",
+        "benchmark": "latency",
+        "embedding": f"http (fake /embed, dim {DIM})" if args.embedding == "http" else args.embedding,
         "max_queries": args.max_queries,
         "targets": {"recall_p50_ms": RECALL_P50_TARGET_MS, "store_per_s": STORE_TARGET_PER_S},
         "total_wall_s": round(time.perf_counter() - started, 1),

@@ -167,11 +167,27 @@ def _bootstrap_fts(conn: sqlite3.Connection, fts: bool) -> None:
 
 def _words_lacking(conn: sqlite3.Connection) -> bool:
     """The word index or a trigger is missing, or a memory has no row in it (written while
-    FTS was off, or by the original CPersona, whose update trigger removed the old row)."""
+    FTS was off, or by the original CPersona, whose update trigger removed the old row).
+
+    Checked at every open, so first cheaply: when the index has as many rows as `memories`
+    (its `_docsize` shadow table holds one row per indexed row,
+    https://www.sqlite.org/fts5.html#the_columnsize_option), nothing lacks — a lacking row
+    would need an orphan row of a deleted memory to balance it, and the delete trigger
+    removes those. Each COUNT(*) walks the leaf pages of the smallest b-tree (~2 ms at 100k
+    rows); only when the counts differ are the memories compared row by row (~80 ms)."""
     if _missing(conn, "table", WORD_TABLES) or _missing(conn, "trigger", WORD_TRIGGERS):
         return True
+    if _exists(conn, "table", WORD_DOCSIZE):
+        n, indexed = conn.execute(
+            f"SELECT (SELECT COUNT(*) FROM memories), (SELECT COUNT(*) FROM {WORD_DOCSIZE})").fetchone()
+        if n == indexed:
+            return False
     row = conn.execute("SELECT 1 FROM memories WHERE id NOT IN (SELECT rowid FROM memories_words) LIMIT 1")
     return row.fetchone() is not None
+
+
+#: FTS5's shadow table of the word index with one row per indexed row (id = rowid).
+WORD_DOCSIZE = "memories_words_docsize"
 
 
 #: Memories read per statement while filling the word index (bounds memory, not the lock).

@@ -2,14 +2,25 @@
 LIKE fallback, and the counts recall's quality gate needs.
 
 `rank` is FTS5's bm25 (lower = better). Rows come back as `MemoryRow` / `EpisodeRow`
-with their bm25, best first.
+with their bm25, best first; equal bm25 in ascending rowid order.
+
+How a MATCH is run (the same rows, order and scores as `… JOIN … WHERE MATCH AND <scope>
+ORDER BY rank LIMIT n`, only faster): `ORDER BY rank` hands the sort to FTS5, which scores
+and sorts EVERY matching row before the first is returned. `ORDER BY +rank, rowid LIMIT d`
+(the `+` keeps FTS5 from taking the ORDER BY) lets SQLite keep only the best d while it
+scores them — and FTS5 produces matches in ascending rowid order, which SQLite's sort keeps
+for equal keys, so the order is the one FTS5 gives. The best d = TOP_DEPTH_FACTOR·n matches
+of the whole table are read first and only those rows are then looked up in their table
+under the scope; when fewer than n of them are in scope while the table had more matches,
+the scoped query runs as before (a store shared by many agents).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
-from cpersona.storage import episodes, memories
+from cpersona.storage import episodes, fts_top, memories
 from cpersona.storage.records import EpisodeRow, MemoryRow
 from cpersona.storage.scope import Scope
 
@@ -19,6 +30,13 @@ _FTS = {
     "episodes_fts": ("episodes", "e", episodes.ROW_COLUMNS),
     "memories_words": ("memories", "m", memories.ROW_COLUMNS),
 }
+
+#: The scoped answer is taken from the best `TOP_DEPTH_FACTOR × limit` matches of the whole
+#: table when that many hold `limit` rows of the scope (module doc).
+TOP_DEPTH_FACTOR = 4
+
+#: use_index → (WHERE clause on the content table's alias, parameters).
+Filter = Callable[[bool], tuple[str, list]]
 
 
 class SearchRepo:
@@ -30,21 +48,33 @@ class SearchRepo:
 
     def memories_fts(self, expr: str, scope: Scope, source_id: str, limit: int) -> list[tuple[MemoryRow, float]]:
         """Memories matching the MATCH expression `expr` inside the scope, best bm25 first."""
-        where, params = memories.row_filter(scope, source_id)
-        return [(MemoryRow._make(r[:-1]), r[-1]) for r in self._fts("memories_fts", expr, where, params, limit)]
+        rows = self._fts("memories_fts", expr, lambda use: memories.row_filter(scope, source_id, use), limit)
+        return [(MemoryRow._make(r[:-1]), r[-1]) for r in rows]
 
     def memories_words(self, expr: str, scope: Scope, source_id: str, limit: int) -> list[tuple[MemoryRow, float]]:
         """Memories whose word index (schema.WORD_TABLES) matches `expr`, best bm25 first."""
-        where, params = memories.row_filter(scope, source_id)
-        return [(MemoryRow._make(r[:-1]), r[-1]) for r in self._fts("memories_words", expr, where, params, limit)]
+        rows = self._fts("memories_words", expr, lambda use: memories.row_filter(scope, source_id, use), limit)
+        return [(MemoryRow._make(r[:-1]), r[-1]) for r in rows]
 
     def episodes_fts(self, expr: str, scope: Scope, limit: int) -> list[tuple[EpisodeRow, float]]:
         """Episodes (summary + keywords) matching `expr` inside the scope, best bm25 first."""
-        where, params = scope.predicate("e")
-        return [(EpisodeRow._make(r[:-1]), r[-1]) for r in self._fts("episodes_fts", expr, where, params, limit)]
+        rows = self._fts("episodes_fts", expr, lambda use: scope.predicate("e", use), limit)
+        return [(EpisodeRow._make(r[:-1]), r[-1]) for r in rows]
 
-    def _fts(self, fts: str, expr: str, where: str, params: list, limit: int) -> list[tuple]:
+    def _fts(self, fts: str, expr: str, scoped: Filter, limit: int) -> list[tuple]:
+        """Rows (columns of the row type, then bm25) of the `limit` best matches in scope."""
         table, alias, columns = _FTS[fts]
+        where, params = scoped(False)
+        for top, complete in fts_top.prefixes(self.conn, fts, expr, limit * TOP_DEPTH_FACTOR):
+            if not top:
+                return []
+            marks = ",".join("?" * len(top))
+            sql = f"SELECT {columns} FROM {table} {alias} WHERE {alias}.id IN ({marks}) AND {where}"
+            found = {row[0]: row for row in self.conn.execute(sql, [i for i, _ in top] + params)}
+            best = [(*found[i], score) for i, score in top if i in found][:limit]
+            if len(best) == limit or complete:
+                return best
+        where, params = scoped(True)
         sql = (
             f"SELECT {columns}, {fts}.rank FROM {fts} JOIN {table} {alias} ON {alias}.id = {fts}.rowid "
             f"WHERE {fts} MATCH ? AND {where} ORDER BY {fts}.rank LIMIT ?"

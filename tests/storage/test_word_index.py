@@ -96,3 +96,28 @@ def test_import_merge_and_health_repairs_keep_the_word_index_in_step(tmp_path):
     assert not report["issues"], report["issues"]
     assert words(tmp_path / "w.db") == {i: index_form(c) for i, c in contents(tmp_path / "w.db").items()}
     assert len(words(tmp_path / "w.db")) == 4
+
+
+@pytest.mark.parametrize("foreign", [
+    "INSERT INTO memories(agent_id, content, timestamp) VALUES ('a', 'added elsewhere', '')",
+    "UPDATE memories SET content = 'changed elsewhere' WHERE id = 2",
+    "DELETE FROM memories WHERE id = 3; INSERT INTO memories(agent_id, content, timestamp) VALUES ('a', 'x y', '')",
+    "DELETE FROM memories_words WHERE rowid = 3",  # the newest row lost its word row
+])
+def test_every_foreign_write_is_found_by_the_open_check(tmp_path, foreign):
+    """The open-time check compares row counts first; each kind of write another
+    program can make still leaves the two apart, so the next open indexes what lacks."""
+    from conftest import new_engine
+
+    db = tmp_path / "f.db"
+    eng = new_engine(db)
+    for text in ("first note", "second note", "third note"):
+        eng.store("a", text)
+    eng.close()
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.executescript(foreign)
+    conn.close()
+    assert words(db) != {i: index_form(c) for i, c in contents(db).items()}
+    Database(str(db)).close()
+    assert words(db) == {i: index_form(c) for i, c in contents(db).items()}

@@ -112,8 +112,7 @@ class Settings(BaseModel):
                                       description="Seconds a store or recall waits for the bundled model still "
                                       "loading before going on without a vector.")
     # ----------------------------------------------------------- task queue
-    task_queue_enabled: bool = Field(
-        True, description="Run the background worker that embeds rows stored without a vector.")
+    task_queue_enabled: bool = Field(True, description="Run the worker that embeds rows stored without a vector.")
     task_retry_delay: float = Field(30.0, ge=0.05, le=86400, description="Seconds between retries of a failing task.")
     task_max_retries: int = Field(3, ge=1, le=1000, description="Failed attempts before a task is marked failed.")
     # ------------------------------------------------------ operating context
@@ -126,10 +125,8 @@ class Settings(BaseModel):
     cc_alpha: float | None = Field(None, ge=0.0, le=1.0, description="Weight of the vector evidence in cc fusion "
                                    "(1 − α on keywords); unset = per agent from how well its vectors separate "
                                    "neighbouring from random rows (retrieval/separation.py; 0.2 under 50 vectors).")
-    recency_weight: float = Field(
-        0.2, ge=0.0, le=1.0,
-        description="Recency / age prior of questions asking for the latest / first: the fused score changes by at "
-                    "most ± weight/2 (0 = off).")
+    recency_weight: float = Field(0.2, ge=0.0, le=1.0, description="Recency / age prior of questions asking for the "
+                                  "latest / first: the fused score changes by at most ± weight/2 (0 = off).")
     rrf_k: int = Field(60, ge=1, le=100_000, description="The k of reciprocal rank fusion (Cormack et al. 2009).")
     vector_weight: float = Field(1.0, ge=0.0, le=100.0, description="Weight of the vector channel in rrf / rsf.")
     max_memories: int = Field(10000, ge=1, le=10_000_000,

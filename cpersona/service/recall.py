@@ -113,6 +113,8 @@ class RecallService(ServiceBase):
         if trace is not None:
             trace.update(ctx.trace)
         response: RecallResult = {"messages": messages}
+        if not messages and req.query.strip() and self.pool_size(req.scope) == 0:
+            response["note"] = f"agent {req.agent_id!r} has no memories or episodes in this scope"
         if ctx.withheld:
             response["withheld"] = {"rows": ctx.withheld, "why": WITHHELD_WHY}
             if not req.deep:

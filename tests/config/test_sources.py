@@ -120,3 +120,11 @@ def test_a_misspelled_variable_is_named_with_the_setting_it_resembles(home, monk
     assert "did you mean CPERSONA_RECALL_MODE?" in capsys.readouterr().out
     assert main(["config", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["unknown_variables"][0].startswith("CPERSONA_RECAL_MODE")
+
+
+def test_every_cli_command_warns_of_a_misspelt_variable(home, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("CPERSONA_RECAL_MODE", "rrf")
+    monkeypatch.setenv("CPERSONA_DB_PATH", str(tmp_path / "w.db"))
+    main(["stats"])
+    assert "warning: CPERSONA_RECAL_MODE is not a setting (did you mean CPERSONA_RECALL_MODE?)" in \
+        capsys.readouterr().err

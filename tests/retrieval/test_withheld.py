@@ -19,3 +19,10 @@ def test_an_empty_answer_names_the_rows_it_held_back(engine_none):
     assert found["messages"] and "withheld" not in found
     nothing = engine_none.recall(RecallRequest("me", "zebra crossing", 5))
     assert nothing["messages"] == [] and "withheld" not in nothing  # nothing matched at all
+
+
+def test_an_agent_without_rows_is_named_rather_than_answered_empty(engine_none):
+    engine_none.store("dev", "Deploys go out on Thursdays")
+    typo = engine_none.recall(RecallRequest("Dev", "when do deploys happen?", 5))
+    assert typo["messages"] == [] and typo["note"] == "agent 'Dev' has no memories or episodes in this scope"
+    assert "note" not in engine_none.recall(RecallRequest("dev", "zebra crossing", 5))

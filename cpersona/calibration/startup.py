@@ -52,6 +52,7 @@ def _revalidate(cal: Calibration) -> None:
     decided by then — a sidecar that no longer matches is treated as stale on THIS start."""
     if cal.sidecar_state != "ok" or _wait_dim(cal) is None:
         return
+    _wait_identity(cal)
     reason = cal.stale_reason(cal.loaded.data)
     if reason:
         cal.sidecar_state = "stale"
@@ -128,6 +129,17 @@ def _wait_current_vectors(cal: Calibration) -> bool:
         cal.startup.action = "waiting_for_vectors"
         cal.wait(VECTORS_POLL)
     return False
+
+
+def _wait_identity(cal: Calibration) -> None:
+    """Until this process has decided the stored vectors' identity (the gateway reconciles
+    the database's record with the backend right after the backend's first answer): before
+    that, the record may still name the previous model, and a sidecar measured with it would
+    pass for current (a race seen in about 4 of 10 starts after a model change). Bounded by
+    DIM_TIMEOUT; afterwards the database's record is used as before."""
+    deadline = time.monotonic() + DIM_TIMEOUT
+    while cal.vectors.current_state() is None and not cal.stopping() and time.monotonic() < deadline:
+        cal.wait(0.05)
 
 
 def _wait_dim(cal: Calibration) -> int | None:

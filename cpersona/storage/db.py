@@ -27,6 +27,7 @@ from pathlib import Path
 from cpersona.errors import StorageError
 from cpersona.storage import migration
 from cpersona.storage.chunks import ChunkedWrites
+from cpersona.storage.commit_order import CommitOrdered
 from cpersona.storage.failures import Conditions, condition_of
 from cpersona.storage.file_identity import FileIdentity
 from cpersona.storage.session import Session
@@ -41,7 +42,7 @@ MIGRATION_WAIT_S = 300.0
 _VOCAB_TABLES = ("memories_fts", "episodes_fts", "memories_words")
 
 
-class Database(ChunkedWrites):
+class Database(CommitOrdered, ChunkedWrites):
     """One SQLite file (or ":memory:") with the current schema applied.
 
     Args:
@@ -78,7 +79,7 @@ class Database(ChunkedWrites):
         self.path = path
         self.read_only = read_only
         self._lock = threading.RLock()
-        self._commit_order = threading.RLock()
+        self._init_commit_order()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
@@ -201,28 +202,22 @@ class Database(ChunkedWrites):
         cannot take the write (disk full, I/O, …)."""
         if self.read_only:
             raise StorageError(f"{self.path} is open read-only; nothing can be written")
-        with self._commit_order:
-            with self._lock, self._named():
-                conn = self._writer
-                session = self._session(conn)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield session
-                    self._identity.check()
-                    conn.execute("COMMIT")
-                except BaseException:
-                    _rollback(conn)
-                    raise
-            self.conditions.write_succeeded()
-            for change in session.pending_after():
-                change()
+        with self._ordered(self._transaction) as session:
+            yield session
 
     @contextmanager
-    def commits_settled(self) -> Iterator[None]:
-        """Hold this process's writers off: inside, every transaction it committed has run
-        its after-commit callbacks (so in-memory mirrors agree with the file)."""
-        with self._commit_order:
-            yield
+    def _transaction(self) -> Iterator[Session]:
+        with self._lock, self._named():
+            conn = self._writer
+            session = self._session(conn)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield session
+                self._identity.check()
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
 
     def reader(self) -> sqlite3.Connection:
         """The calling thread's read connection (autocommit; never holds a transaction)."""

@@ -32,6 +32,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from cpersona.errors import StorageError
 from cpersona.storage.chunks import ChunkedWrites
+from cpersona.storage.commit_order import CommitOrdered
 from cpersona.storage.db import BUSY_TIMEOUT_MS
 from cpersona.storage.failures import Conditions
 from cpersona.storage.postgres import schema
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 POOL_TIMEOUT = 30.0
 
 
-class PgDatabase(ChunkedWrites):
+class PgDatabase(CommitOrdered, ChunkedWrites):
     """A PostgreSQL database (the schema of `search_path`'s first schema) with the current
     schema applied.
 
@@ -77,7 +78,7 @@ class PgDatabase(ChunkedWrites):
         self.busy_timeout_ms = busy_timeout_ms
         self.conditions = Conditions(self.path, busy_timeout_ms)
         self.node = uuid.uuid4().hex
-        self._commit_order = threading.RLock()
+        self._init_commit_order()
         self._local = threading.local()
         self._commits = 0
         self._closed = False
@@ -112,22 +113,16 @@ class PgDatabase(ChunkedWrites):
     def write(self) -> Iterator[PgSession]:
         """One write transaction; commit on success, roll back on any exception. Callbacks
         registered with `session.after(fn)` run after COMMIT, in this process's commit order."""
-        with self._commit_order:
-            with self._connection() as conn, self._named():
-                session = self._session(conn)
-                with conn.transaction():
-                    yield session
-            self._commits += 1
-            self.conditions.write_succeeded()
-            for change in session.pending_after():
-                change()
+        with self._ordered(self._transaction) as session:
+            yield session
 
     @contextmanager
-    def commits_settled(self) -> Iterator[None]:
-        """Hold this process's writers off: inside, every transaction it committed has run
-        its after-commit callbacks (so in-memory mirrors agree with the database)."""
-        with self._commit_order:
-            yield
+    def _transaction(self) -> Iterator[PgSession]:
+        with self._connection() as conn, self._named():
+            session = self._session(conn)
+            with conn.transaction():
+                yield session
+        self._commits += 1
 
     @contextmanager
     def snapshot(self) -> Iterator[PgSession]:

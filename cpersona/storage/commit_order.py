@@ -16,6 +16,20 @@ from typing import Any
 from cpersona.storage.failures import Conditions
 
 
+class AfterCommitHooks:
+    """The session half: `after(fn)` registers, `pending_after()` hands them to `_ordered`."""
+
+    def __init__(self) -> None:
+        self._after: list[Callable[[], None]] = []
+
+    def after(self, change: Callable[[], None]) -> None:
+        """Run `change` after COMMIT, before the next writer of this process commits."""
+        self._after.append(change)
+
+    def pending_after(self) -> list[Callable[[], None]]:
+        return self._after
+
+
 class CommitOrdered:
     """The commit-order lock, `_ordered(transaction)` and `commits_settled()`."""
 

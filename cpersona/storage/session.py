@@ -8,12 +8,13 @@ Code above the storage layer never writes SQL: it opens a session (`Database.rea
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
 
 from cpersona.storage.agents import AgentRepo
 from cpersona.storage.bulk import BulkRepo
+from cpersona.storage.commit_order import AfterCommitHooks
 from cpersona.storage.dump import DumpRepo
 from cpersona.storage.episodes import EpisodeRepo
 from cpersona.storage.integrity import IntegrityRepo
@@ -29,21 +30,14 @@ from cpersona.storage.transfer import TransferRepo
 from cpersona.storage.vectors import VectorRepo
 
 
-class Session:
+class Session(AfterCommitHooks):
     """Repositories over one connection. Inside `Database.write()` every call belongs to
     the same transaction; `after(fn)` defers `fn` until that transaction has committed."""
 
     def __init__(self, conn: sqlite3.Connection, fts_enabled: bool) -> None:
+        super().__init__()
         self.conn = conn  # for the repositories (and tests); never used above storage/
         self.fts_enabled = fts_enabled
-        self._after: list[Callable[[], None]] = []
-
-    def after(self, change: Callable[[], None]) -> None:
-        """Run `change` after COMMIT, before the next writer of this process commits."""
-        self._after.append(change)
-
-    def pending_after(self) -> list[Callable[[], None]]:
-        return self._after
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:

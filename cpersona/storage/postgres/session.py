@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
 
 import psycopg
 
+from cpersona.storage.commit_order import AfterCommitHooks
 from cpersona.storage.postgres.bulk import PgBulkRepo
 from cpersona.storage.postgres.dump import PgDumpRepo
 from cpersona.storage.postgres.episodes import PgEpisodeRepo, PgProfileRepo
@@ -21,22 +22,15 @@ from cpersona.storage.postgres.tasks import PgTaskRepo
 from cpersona.storage.postgres.transfer import PgTransferRepo
 
 
-class PgSession:
+class PgSession(AfterCommitHooks):
     """Repositories over one connection. Inside `PgDatabase.write()` every call belongs to
     the same transaction; `after(fn)` defers `fn` until that transaction has committed."""
 
     def __init__(self, conn: psycopg.Connection, fts_enabled: bool, node: str) -> None:
+        super().__init__()
         self.conn = conn  # for the repositories (and tests); never used above storage/
         self.fts_enabled = fts_enabled
         self.node = node
-        self._after: list[Callable[[], None]] = []
-
-    def after(self, change: Callable[[], None]) -> None:
-        """Run `change` after COMMIT, before the next writer of this process commits."""
-        self._after.append(change)
-
-    def pending_after(self) -> list[Callable[[], None]]:
-        return self._after
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:

@@ -2,14 +2,10 @@
 
 * data: locating the evaluation sets (`<repo>/../shared/data` by default), loading the
   normalised JSONL format, deterministic query sub-sampling;
-* metrics: recall@k, MRR@10, NDCG@10 (binary gains, or graded from a query's `relevance`),
-  per-category aggregation, percentiles;
-* MCP: `McpServer`, the real `python -m cpersona` spawned over stdio with the official MCP
-  client; `call()` returns the parsed JSON result and the client-side wall time;
+* metrics (`metrics.py`, re-exported here): recall@k, MRR@10, NDCG@10, aggregation, percentiles;
+* MCP (`mcp_server.py`, re-exported here): `McpServer`, the real server over stdio;
 * the benchmark loops shared by both scripts: store a corpus, wait for the embeddings,
   recall every query and score it;
-* the server process: pid lookup (child of this process whose cmdline has "cpersona") and
-  peak RSS (VmHWM) from /proc;
 * output: plain-text tables, progress lines on stderr, JSON results.
 
 Nothing here imports cpersona's core: the benchmarks measure the server exactly as an MCP
@@ -19,7 +15,6 @@ client sees it (JSON over stdio, one sequential call at a time).
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import math
 import os
@@ -34,6 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import pg
+from mcp_server import McpServer as McpServer
+from mcp_server import ToolError as ToolError
+from mcp_server import proc_memory_mb as proc_memory_mb
+from mcp_server import server_children as server_children
+from metrics import METRIC_KEYS as METRIC_KEYS
+from metrics import aggregate as aggregate
+from metrics import latency_summary as latency_summary
+from metrics import percentile as percentile
+from metrics import score_ranking as score_ranking
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -109,249 +113,6 @@ def select_evenly(items: Sequence, n: int | None) -> list:
 def category_of(query: dict) -> str:
     """Per-category bucket: `category`, else `split` (JSQuAD has no categories), else '-'."""
     return str(query.get("category") or query.get("split") or "-")
-
-
-# ------------------------------------------------------------------------ metrics
-def query_gains(query: dict) -> dict[str, float]:
-    """Gain per relevant memory id: the graded `relevance` map when present, else 1."""
-    graded = query.get("relevance")
-    if graded:
-        return {k: float(v) for k, v in graded.items()}
-    return {r: 1.0 for r in query["relevant"]}
-
-
-def score_ranking(ranking: Sequence[Iterable[str]], query: dict) -> dict[str, float]:
-    """Metrics of one query.
-
-    `ranking` is best-first; each entry is the set of data-set ids that the returned row
-    stands for (more than one when the server skipped an identical text as a duplicate and
-    answered with the existing row; empty for rows we cannot map). A relevant id found in a
-    row counts once (first occurrence). NDCG@10 uses linear gains g/log2(rank+1), the ideal
-    ranking from the query's gains (same as fts5_baseline.py), clipped to 1.0 (reachable
-    only when two relevant ids share one stored row).
-    """
-    gains = query_gains(query)
-    relevant = set(query["relevant"]) | set(gains)
-    seen: set[str] = set()
-    found_at: dict[str, int] = {}
-    dcg = 0.0
-    first_hit = None
-    for rank, ids in enumerate(ranking, start=1):
-        hits = [i for i in ids if i in relevant and i not in seen]
-        seen.update(hits)
-        for i in hits:
-            found_at[i] = rank
-        if hits and first_hit is None:
-            first_hit = rank
-        if rank <= 10:
-            dcg += sum(gains.get(i, 0.0) for i in hits) / math.log2(rank + 1)
-    ideal = sorted(gains.values(), reverse=True)[:10]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    n_rel = len(relevant) or 1
-    return {
-        "recall@5": sum(1 for r in found_at.values() if r <= 5) / n_rel,
-        "recall@10": sum(1 for r in found_at.values() if r <= 10) / n_rel,
-        "mrr@10": (1.0 / first_hit) if first_hit and first_hit <= 10 else 0.0,
-        "ndcg@10": min(1.0, dcg / idcg) if idcg else 0.0,
-        "first_hit": first_hit,
-    }
-
-
-METRIC_KEYS = ("recall@5", "recall@10", "mrr@10", "ndcg@10")
-
-
-def aggregate(per_query: list[dict]) -> dict[str, Any]:
-    """Mean metrics over `per_query` rows ({category, recall@5, …, rows}), overall and per
-    category (categories sorted by size, largest first)."""
-
-    def summary(rows: list[dict]) -> dict[str, Any]:
-        out: dict[str, Any] = {"queries": len(rows)}
-        for key in METRIC_KEYS:
-            out[key] = round(sum(r[key] for r in rows) / len(rows), 4) if rows else 0.0
-        out["mean_rows"] = round(sum(r["rows"] for r in rows) / len(rows), 2) if rows else 0.0
-        out["zero_row_queries"] = sum(1 for r in rows if r["rows"] == 0)
-        return out
-
-    groups: dict[str, list[dict]] = collections.defaultdict(list)
-    for row in per_query:
-        groups[row["category"]].append(row)
-    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    return {"overall": summary(per_query), "categories": {name: summary(rows) for name, rows in ordered}}
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """p-th percentile (0..100) with linear interpolation between closest ranks (numpy's
-    default); nan for an empty list."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * p / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def latency_summary(ms: Sequence[float]) -> dict[str, float]:
-    """p50 / p95 / p99 / mean / max of per-call wall times in ms (rounded to 0.01 ms)."""
-    if not ms:
-        return {"n": 0}
-    return {
-        "n": len(ms),
-        "p50_ms": round(percentile(ms, 50), 2),
-        "p95_ms": round(percentile(ms, 95), 2),
-        "p99_ms": round(percentile(ms, 99), 2),
-        "mean_ms": round(sum(ms) / len(ms), 2),
-        "max_ms": round(max(ms), 2),
-    }
-
-
-# ------------------------------------------------------------------ server process
-def _ppid(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # comm may contain spaces/parentheses: the fields after the LAST ')' are fixed.
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def server_children(parent: int | None = None) -> set[int]:
-    """Pids of live children of `parent` (default: this process) whose cmdline mentions
-    cpersona — i.e. the MCP servers this benchmark spawned. Linux /proc only."""
-    parent = os.getpid() if parent is None else parent
-    found = set()
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if entry.name.isdigit() and _ppid(int(entry.name)) == parent and "cpersona" in _cmdline(int(entry.name)):
-            found.add(int(entry.name))
-    return found
-
-
-def proc_memory_mb(pid: int | None) -> dict[str, float | None]:
-    """{peak_rss_mb (VmHWM), rss_mb (VmRSS)} of `pid` from /proc/<pid>/status."""
-    out: dict[str, float | None] = {"peak_rss_mb": None, "rss_mb": None}
-    if pid is None:
-        return out
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS"):
-                out["peak_rss_mb" if key == "VmHWM" else "rss_mb"] = round(int(value.split()[0]) / 1024, 1)
-    except OSError:
-        pass
-    return out
-
-
-# ---------------------------------------------------------------------------- MCP
-class ToolError(RuntimeError):
-    """The MCP call itself failed (protocol error / isError result), not `ok: false`."""
-
-
-class McpServer:
-    """`python -m cpersona` over stdio via the official MCP client (async context manager).
-
-    Args:
-        db_path: the SQLite file (CPERSONA_DB_PATH), normally in a temp folder.
-        embedding: CPERSONA_EMBEDDING_MODE (none | local | http).
-        embedding_url: CPERSONA_EMBEDDING_URL for http mode.
-        errlog: file receiving the server's stderr (kept for the report).
-        env: extra variables; every CPERSONA_* of this process is passed through as well
-            (ours win for DB path / mode / URL).
-
-    Attributes after entering: `pid` (server process, or None if not found), `init_ms`.
-    """
-
-    def __init__(self, db_path: Path, embedding: str, embedding_url: str = "", errlog: Path | None = None,
-                 env: dict[str, str] | None = None, timeout_s: float = 300.0) -> None:
-        self.db_path = Path(db_path)
-        self.env = {k: v for k, v in os.environ.items() if k.startswith("CPERSONA_")}
-        self.env.update(env or {})
-        self.env.update({"CPERSONA_DB_PATH": str(self.db_path), "CPERSONA_EMBEDDING_MODE": embedding})
-        if embedding_url:
-            self.env["CPERSONA_EMBEDDING_URL"] = embedding_url
-        self.errlog_path = errlog or self.db_path.with_suffix(".stderr.log")
-        self.timeout_s = timeout_s
-        self.pid: int | None = None
-        self.init_ms = 0.0
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._session = None
-
-    def knobs(self) -> dict[str, str]:
-        """The extra environment the server ran with (CPERSONA_* and --server-env; an auth
-        token is masked)."""
-        return {k: ("***" if "TOKEN" in k else v) for k, v in sorted(self.env.items())}
-
-    async def __aenter__(self) -> McpServer:
-        from mcp.client.session import ClientSession
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-
-        params = StdioServerParameters(
-            command=sys.executable, args=["-m", "cpersona"], env=self.env, cwd=str(self.db_path.parent),
-        )
-        before = server_children()
-        self._stack = contextlib.AsyncExitStack()
-        await self._stack.__aenter__()
-        try:
-            errlog = self._stack.enter_context(self.errlog_path.open("a", encoding="utf-8"))
-            read, write = await self._stack.enter_async_context(stdio_client(params, errlog=errlog))
-            self._session = await self._stack.enter_async_context(ClientSession(read, write))
-            started = time.perf_counter()
-            await self._session.initialize()
-            self.init_ms = (time.perf_counter() - started) * 1000
-        except BaseException:
-            self._report_startup_failure()
-            await self._stack.__aexit__(*sys.exc_info())
-            raise
-        new = sorted(server_children() - before)
-        self.pid = new[-1] if new else None
-        return self
-
-    def _report_startup_failure(self, tail: int = 15) -> None:
-        """The server died before answering `initialize`: show why (its stderr)."""
-        try:
-            lines = self.errlog_path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            lines = []
-        log(f"cpersona server failed to start ({sys.executable} -m cpersona); last stderr lines:")
-        for line in lines[-tail:] or ["(no stderr output)"]:
-            log("  | " + line)
-
-    async def __aexit__(self, *exc) -> None:
-        if self._stack is not None:
-            await self._stack.__aexit__(*exc)
-
-    def memory(self) -> dict[str, float | None]:
-        """Peak / current RSS of the server process (call while it is alive)."""
-        return proc_memory_mb(self.pid)
-
-    async def call(self, tool: str, arguments: dict) -> tuple[dict, float]:
-        """Call `tool`; returns (parsed JSON of the first text block, client wall ms)."""
-        started = time.perf_counter()
-        result = await self._session.call_tool(tool, arguments, read_timeout_seconds=self.timeout_s)
-        elapsed = (time.perf_counter() - started) * 1000
-        content = getattr(result, "content", None) or []
-        text = getattr(content[0], "text", "") if content else ""
-        if getattr(result, "is_error", False):
-            raise ToolError(f"{tool}: {text or result!r}")
-        try:
-            payload = json.loads(text)
-        except ValueError:
-            raise ToolError(f"{tool}: result is not JSON: {text[:200]!r}") from None
-        return payload, elapsed
-
-    def stderr_summary(self, limit: int = 20) -> dict[str, Any]:
-        """Warnings/errors the server logged (counts + the first `limit` such lines)."""
-        try:
-            lines = self.errlog_path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            lines = []
-        flagged = [ln for ln in lines if any(w in ln for w in ("ERROR", "WARNING", "CRITICAL", "Traceback"))]
-        return {"lines": len(lines), "flagged": len(flagged), "first": flagged[:limit]}
 
 
 # ----------------------------------------------------------------------- progress

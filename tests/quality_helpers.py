@@ -75,6 +75,16 @@ def store_rows(engine: Engine, rows, agent: str = "a", **kw: Any) -> list[int]:
     return ids
 
 
+def store_all(engine: Engine, texts: list[str], agent: str = "a", **kw: Any) -> list[int]:
+    """Store each text (no timestamp: now) and return the ids; asserts each was stored."""
+    ids = []
+    for text in texts:
+        res = engine.store(agent, text, **kw)
+        assert res["result"] == "stored", res
+        ids.append(res["id"])
+    return ids
+
+
 def recall(engine: Engine, query: str, agent: str = "a", trace: dict | None = None, **kw: Any) -> dict:
     return engine.recall(RecallRequest(agent, query, **kw), trace=trace)
 

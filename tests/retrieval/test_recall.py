@@ -1,5 +1,7 @@
-"""The recall pipeline through `Engine.recall` (retrievers, fusion, gate, limit, reversal,
-advisory) and our deviations from the original: exact matches always pass the gate; LIKE stands in whenever MATCH is empty)."""
+"""The recall pipeline through `Engine.recall` (retrievers, fusion, gate, limit, reversal, the
+episode boundary penalty) and our deviations from the original: exact matches always pass the
+gate; LIKE stands in whenever MATCH is empty. Filters: test_recall_filters.py; the advisory,
+backfill and the vector retriever: test_recall_vectors.py."""
 
 from __future__ import annotations
 
@@ -7,13 +9,10 @@ import math
 import sqlite3
 from datetime import UTC
 
-import numpy as np
 import pytest
-from cpersona.devtools.fake_embed import fake_vector
-from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.storage.codec import to_blob
 
-from conftest import db_rows, wait_until
+from conftest import db_rows
+from quality_helpers import contents, recall, store_all
 
 #: Storage semantics: every engine of this file runs on SQLite and on PostgreSQL (tests/backends.py).
 pytestmark = pytest.mark.both_backends
@@ -31,21 +30,6 @@ def engine_http(http_engine_factory):
     return http_engine_factory(recall_mode="rrf")
 
 
-def recall(engine, query, agent="a", trace=None, **kw):
-    return engine.recall(RecallRequest(agent, query, **kw), trace=trace)
-
-
-def contents(res):
-    return [m["content"] for m in res["messages"]]
-
-
-def store_all(engine, texts, agent="a", **kw):
-    ids = []
-    for text in texts:
-        res = engine.store(agent, text, **kw)
-        assert res["result"] == "stored", res
-        ids.append(res["id"])
-    return ids
 
 
 # ---------------------------------------------------------------- ordering
@@ -354,76 +338,6 @@ def test_non_exact_keyword_rows_are_gated_on_tiny_corpus(tiny_corpus):
     assert trace["pool"] == 30
 
 
-# ---------------------------------------------------------- blank = recency
-def test_blank_query_lists_most_recent_oldest_first(engine_none):
-    store_all(engine_none, [f"recency row {i}" for i in range(6)])
-    engine_none.archive_episode("a", "an episode is not part of the recency listing")
-    for blank in ("", "   "):
-        res = recall(engine_none, blank, limit=3)
-        assert contents(res) == ["recency row 3", "recency row 4", "recency row 5"]
-        assert all("match_reason" not in m for m in res["messages"])
-
-
-def test_blank_query_respects_scope(engine_none):
-    engine_none.store("a", "mine", channel="c1")
-    engine_none.store("b", "theirs")
-    engine_none.store("a", "other channel", channel="c2")
-    assert contents(recall(engine_none, "", channel="c1")) == ["mine"]
-
-
-# --------------------------------------------------------- exclude_contents
-def test_exclude_contents(engine_none):
-    long_row = "excl-3 long fact about the migration plan for the billing database cluster"
-    store_all(engine_none, ["excl-3 fact one", "excl-3 fact two", long_row])
-    all_rows = set(contents(recall(engine_none, "excl-3")))
-    assert len(all_rows) == 3
-
-    res = recall(engine_none, "excl-3", exclude_contents=("  EXCL-3 FACT TWO ",))
-    assert set(contents(res)) == all_rows - {"excl-3 fact two"}
-
-    # short entries (< 32 chars) exclude only exact equals, not prefixes
-    res = recall(engine_none, "excl-3", exclude_contents=("excl-3 fact",))
-    assert set(contents(res)) == all_rows
-
-    # long entries exclude by prefix in both directions
-    res = recall(engine_none, "excl-3", exclude_contents=(long_row[:40],))
-    assert set(contents(res)) == all_rows - {long_row}
-    res = recall(engine_none, "excl-3", exclude_contents=(long_row + " and some trailing words",))
-    assert set(contents(res)) == all_rows - {long_row}
-
-    # blank entries are ignored
-    assert set(contents(recall(engine_none, "excl-3", exclude_contents=("", "  ")))) == all_rows
-
-
-# ------------------------------------------------------------- source_id
-def test_source_id_prefix_filter(engine_none):
-    e = engine_none
-    e.store("a", "srcf-9 one", source={"type": "User", "id": "discord:12_3", "name": "u"})
-    e.store("a", "srcf-9 two", source={"type": "User", "id": "discord:1293", "name": "v"})
-    e.store("a", "srcf-9 three", source={"type": "User", "id": "slack:12_3", "name": "w"})
-    e.store("a", "srcf-9 four")
-    e.archive_episode("a", "srcf-9 episode")
-
-    assert set(contents(recall(e, "srcf-9"))) == {
-        "srcf-9 one", "srcf-9 two", "srcf-9 three", "srcf-9 four", "[Episode] srcf-9 episode"
-    }
-    assert contents(recall(e, "srcf-9", source_id="discord:12_3")) == ["srcf-9 one"]  # '_' is literal
-    assert set(contents(recall(e, "srcf-9", source_id="discord:"))) == {"srcf-9 one", "srcf-9 two"}
-    assert recall(e, "srcf-9", source_id="teams:")["messages"] == []
-    # with a channel, channel-scoped episodes come back
-    assert set(contents(recall(e, "srcf-9", source_id="discord:12", channel="c1"))) == {
-        "srcf-9 one", "srcf-9 two", "[Episode] srcf-9 episode"
-    }
-    assert set(contents(recall(e, "", source_id="slack:"))) == {"srcf-9 three"}
-
-
-def test_legacy_source_shape_is_normalised(engine_none):
-    engine_none.store("a", "legacy-1 row", source={"User": "discord:5"})
-    (msg,) = recall(engine_none, "legacy-1")["messages"]
-    assert msg["source"] == {"type": "User", "id": "discord:5", "name": "discord:5"}
-    assert contents(recall(engine_none, "legacy-1", source_id="discord:5")) == ["legacy-1 row"]
-
-
 # ------------------------------------------------- episode boundary penalty
 def _reasons(res):
     return {m["content"]: m["match_reason"] for m in res["messages"]}
@@ -479,180 +393,3 @@ def test_episode_penalty_can_be_disabled(make_engine):
     eng.store("a", "pen-12 old row", timestamp="2020-01-01T00:00:00Z")
     eng.archive_episode("a", "boundary")
     assert recall(eng, "pen-12")["messages"][0]["match_reason"]["rrf"] == pytest.approx(1 / 61)
-
-
-# ------------------------------------------------------------- advisory
-def test_advisory_hint_in_mode_none(engine_none):
-    first = recall(engine_none, "anything")
-    assert first["messages"] == []
-    adv = first["advisory"]
-    assert adv["degraded"] is True
-    assert adv["severity"] == "hint"
-    assert "embeddings disabled" in adv["reason"]
-    assert "CPERSONA_EMBEDDING_URL" in adv["runbook"]  # full runbook the first time
-    second = recall(engine_none, "anything else")["advisory"]
-    assert second["severity"] == "hint"
-    assert len(second["runbook"]) < len(adv["runbook"])  # short reminder afterwards
-    assert engine_none.advisory.state == "hint"
-
-
-def test_advisory_can_be_disabled(make_engine):
-    eng = make_engine(degraded_advisory=False)
-    assert "advisory" not in recall(eng, "anything")
-
-
-def test_advisory_fault_on_first_degraded_recall_then_cleared(engine_http, fake_embed):
-    engine_http.store("a", "adv-77 stored while healthy")
-    assert "advisory" not in recall(engine_http, "adv-77 warmup")
-
-    fake_embed.fail_next = 1
-    blip = recall(engine_http, "adv-77 single blip")
-    assert "advisory" not in blip  # the probe answered: a single blip is forgiven
-    assert engine_http.advisory.state == "healthy"
-
-    fake_embed.fail = True
-    two = recall(engine_http, "adv-77 first failure")  # failed embed + failed probe = down
-    adv = two["advisory"]
-    assert adv["degraded"] is True and adv["severity"] == "fault"
-    assert fake_embed.url in adv["evidence"]
-    assert "CPERSONA_EMBEDDING_URL" in adv["runbook"]
-    assert contents(two) == ["adv-77 stored while healthy"]
-
-    three = recall(engine_http, "adv-77 third failure")["advisory"]
-    assert three["severity"] == "fault" and len(three["runbook"]) < len(adv["runbook"])
-
-    fake_embed.fail = False
-    healed = recall(engine_http, "adv-77 after recovery")
-    assert "advisory" not in healed
-    assert engine_http.advisory.state == "healthy"
-    assert "vector" in healed["messages"][-1]["match_reason"]["retrievers"]
-
-
-# ------------------------------------------------------------- backfill
-def test_store_while_endpoint_down_is_backfilled(http_engine_factory, fake_embed):
-    eng = http_engine_factory()  # default retry delay (30 s): only wake() brings the worker back early
-    text = "she runs a marathon every spring"
-    fake_embed.fail = True
-    res = eng.store("a", text)
-    assert res["result"] == "stored" and res["embedded"] is False
-    assert db_rows(eng.db.path, "SELECT embedding FROM memories WHERE id = ?", (res["id"],)) == [(None,)]
-
-    fake_embed.fail = False
-    eng.queue.wake()
-    assert wait_until(
-        lambda: db_rows(eng.db.path, "SELECT embedding IS NOT NULL FROM memories WHERE id = ?", (res["id"],)) == [(1,)]
-    ), eng.queue.last_error
-    (blob,) = db_rows(eng.db.path, "SELECT embedding FROM memories WHERE id = ?", (res["id"],))[0]
-    assert blob == to_blob(fake_vector(text))
-    # now the vector retriever finds it for a query FTS cannot match
-    msgs = recall(eng, "running marathons", deep=True)["messages"]
-    assert [m["content"] for m in msgs] == [text]
-    assert "vector" in msgs[0]["match_reason"]["retrievers"]
-
-
-def test_writes_during_an_outage_are_backfilled_without_manual_wake(http_engine_factory, fake_embed):
-    """store/archive_episode wake the idle worker themselves; its own retry (CPERSONA_TASK_RETRY_DELAY)
-    picks the rows up once the endpoint answers again."""
-    import time
-
-    eng = http_engine_factory(task_retry_delay=0.1)
-    assert wait_until(eng.queue.running)
-    time.sleep(0.3)  # let the worker settle into its idle wait (an empty table) — not a timing assertion
-
-    def nulls(table):
-        return db_rows(eng.db.path, f"SELECT COUNT(*) FROM {table} WHERE embedding IS NULL")[0][0]
-
-    fake_embed.fail = True
-    ids = [eng.store("a", f"retry row {i}")["id"] for i in range(3)]
-    assert nulls("memories") == 3
-    fake_embed.fail = False
-    assert wait_until(lambda: nulls("memories") == 0), eng.queue.last_error
-    (blob,) = db_rows(eng.db.path, "SELECT embedding FROM memories WHERE id = ?", (ids[0],))[0]
-    assert blob == to_blob(fake_vector("retry row 0"))
-
-    fake_embed.fail = True
-    assert eng.archive_episode("a", "episode stored while down")["embedded"] is False
-    fake_embed.fail = False
-    assert wait_until(lambda: nulls("episodes") == 0), eng.queue.last_error
-    assert eng.queue.pending() == 0
-
-
-def test_stored_vector_is_little_endian_float32_unit(engine_http):
-    res = engine_http.store("a", "vector format check")
-    assert res["embedded"] is True
-    (blob,) = db_rows(engine_http.db.path, "SELECT embedding FROM memories WHERE id = ?", (res["id"],))[0]
-    assert len(blob) == 4 * 512
-    vec = np.frombuffer(blob, dtype="<f4")
-    assert np.linalg.norm(vec) == pytest.approx(1.0, abs=1e-4)
-    assert np.allclose(vec, fake_vector("vector format check"))
-
-
-# ---------------------------------------------------- vector vs keyword
-MARATHON_ROWS = ["running late for the meeting", "she runs a marathon every spring", "marathon training plan for runners"]
-FILLERS = [f"filler note number {i} about gardening and compost" for i in range(60)]
-
-
-def test_word_index_finds_inflections_and_vector_adds_its_cosine(make_engine, http_engine_factory):
-    kw = make_engine("kw.db", recall_mode="rrf")
-    hy = http_engine_factory("hy.db", recall_mode="rrf")
-    for eng in (kw, hy):
-        store_all(eng, MARATHON_ROWS + FILLERS)
-
-    trace = {}
-    kw_res = recall(kw, "running marathons", trace=trace, deep=True)
-    # the word index matches stems (running/runs → run, marathons → marathon); trigram alone found one row
-    assert set(contents(kw_res)) == set(MARATHON_ROWS)
-
-    hy_res = recall(hy, "running marathons")
-    got = {m["content"]: m["match_reason"] for m in hy_res["messages"]}
-    assert "she runs a marathon every spring" in got
-    assert "marathon training plan for runners" in got
-    assert "vector" in got["she runs a marathon every spring"]["retrievers"]
-    assert got["she runs a marathon every spring"]["cosine"] is not None
-    assert not any(c.startswith("filler") for c in got)
-    assert "vector" in got[contents(hy_res)[-1]]["retrievers"]  # the best row: found by both channels
-
-
-@pytest.mark.sqlite_only("two processes on one file (tests/storage/test_postgres.py has the nodes)")
-def test_second_engine_on_same_file_is_seen_by_vector_search(http_engine_factory):
-    first = http_engine_factory("shared.db")
-    second = http_engine_factory("shared.db")
-    assert recall(first, "running marathons", deep=True)["messages"] == []
-    assert first.indexes() is not None  # resident index loaded
-
-    assert second.store("a", "marathon training plan for runners")["embedded"] is True
-    msgs = recall(first, "running marathons", deep=True)["messages"]
-    assert [m["content"] for m in msgs] == ["marathon training plan for runners"]
-    assert "vector" in msgs[0]["match_reason"]["retrievers"]
-
-
-def test_vector_window_limits_only_the_vector_channel(http_engine_factory):
-    eng = http_engine_factory(max_memories=1)
-    store_all(eng, ["marathon training plan for runners", "unrelated newest row about taxes"])
-    # the only embedded row in the 1-row window is the newest one, so the vector channel misses the older row
-    trace: dict = {}
-    recall(eng, "running marathons", trace=trace, deep=True)
-    assert trace["channels"]["vector"] == 0
-    # FTS/LIKE still see everything
-    assert contents(recall(eng, "training plan")) == ["marathon training plan for runners"]
-
-
-def test_out_of_scope_vectors_do_not_crowd_out_in_scope_rows(engine_http):
-    """The vector top-`limit` is taken INSIDE the scope: a perfect match in another project or
-    agent must not use up the slots (rows are re-checked in SQL afterwards, which would hide it)."""
-    query = "crowd-1 lighthouse keeper schedule"
-    engine_http.store("a", query, project_id="P")  # cosine 1.0, other project
-    engine_http.store("b", query)  # cosine 1.0, other agent
-    engine_http.store("a", query + " for the winter season")  # global pool, in scope for project Q
-    msgs = recall(engine_http, query, limit=1, project_id="Q")["messages"]
-    assert [m["content"] for m in msgs] == [query + " for the winter season"]
-    assert "vector" in msgs[0]["match_reason"]["retrievers"]
-
-
-def test_vector_window_is_taken_inside_the_scope(http_engine_factory):
-    eng = http_engine_factory(max_memories=1)
-    eng.store("a", "marathon training plan for runners")
-    eng.store("b", "newer row of another agent about taxes")
-    msgs = recall(eng, "running marathons", deep=True)["messages"]
-    assert [m["content"] for m in msgs] == ["marathon training plan for runners"]
-    assert "vector" in msgs[0]["match_reason"]["retrievers"]

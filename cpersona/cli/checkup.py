@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cpersona.config import Settings
+from cpersona.errors import CPersonaError
 
 #: Longest line printed for one issue or one deep finding.
 LINE_CHARS = 400
@@ -97,7 +98,8 @@ def checkup(settings: Settings, args: argparse.Namespace) -> int:
         db = _database(settings, args.db)
         report = run_checkup(settings.model_copy(update={"db_path": db}), args.agent, args.fix, args.deep)
     except Exception as err:  # noqa: BLE001 — any failure is exit 2 with one line, never a traceback
-        print(f"cpersona checkup: {type(err).__name__}: {err}", file=sys.stderr)
+        named = isinstance(err, (CPersonaError, OSError))  # our own message says what happened
+        print(f"cpersona checkup: {err if named else f'{type(err).__name__}: {err}'}", file=sys.stderr)
         return 2
     code = exit_code(report, args.strict)
     if args.json:

@@ -131,8 +131,9 @@ def keyword(session: Session, query: Query) -> list[Candidate]:
     if not session.search.fts_enabled:
         return like(session, query)
     found: dict[int, Candidate] = {}
-    for row, rank in _fts(session, "memories_fts", query, lambda expr: session.search.memories_fts(
-            expr, query.scope, query.source_id, query.limit)):
+    trigram = _fts(session, "memories_fts", query, lambda expr: session.search.memories_fts(
+        expr, query.scope, query.source_id, query.limit))
+    for row, rank in trigram:
         found[row.id] = memory_candidate(row)
         found[row.id].bm25 = rank
     wq = query.words or lexical.word_query(session, query.text)
@@ -142,6 +143,7 @@ def keyword(session: Session, query: Query) -> list[Candidate]:
         cand.word_bm25 = rank
     if not found:
         return like(session, query)
+    complete_scores(found, query.limit, trigram, query.text)
     return lexical.score(list(found.values()), wq)[: query.limit]
 
 
@@ -174,3 +176,23 @@ def _fts(session: Session, fts: str, query: Query, run) -> list:
     if len(found) < query.limit and len(pruned) < len(terms):
         found = run(match_expression(terms))
     return found
+
+
+def complete_scores(found: dict[int, Candidate], limit: int, trigram: list, text: str) -> None:
+    """A row listed by the word index only, when the trigram list was cut at `limit`, gets the
+    trigram list's last (worst) bm25 if it holds one of the trigram terms (as a case-folded
+    substring): the most it can score there, and exactly its score when the rows at the cut
+    are tied — as they are whenever what tells rows apart is shorter than a trigram.
+    Every `Service number N …` row scores alike in the trigram index (`7` is no trigram), so
+    its list holds the oldest `limit` of them; `Service number 7`, first in the word index,
+    would otherwise count as no trigram match at all and lose to them: a smaller recall limit
+    would answer with another row. A row missing from a list shorter than `limit` (which holds
+    every match) has no trigram score. The word index needs no such help (its terms have any
+    length), and FTS5 cannot score given rows cheaply (a MATCH restricted to rowids re-reads
+    every term's doclist per row, ~2.5 ms each)."""
+    if len(trigram) < limit:
+        return
+    cut, terms = trigram[-1][1], [t.casefold() for t in fts_terms(text)]
+    for cand in found.values():
+        if cand.bm25 is None and any(t in cand.content.casefold() for t in terms):
+            cand.bm25 = cut

@@ -273,6 +273,8 @@ def apply_gate(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) ->
     if rescue and not any(c.kind != PROFILE for c in kept):
         ctx.gate_fallback = True
         return [c for c in rows if c.backfilled] + [c for c in kept if c.kind == PROFILE]
+    if not any(c.kind != PROFILE for c in kept):
+        return []  # no row answers: the answer is empty, not the profile alone
     enabled, min_results, ratio = ctx.autocut
     return gate.autocut(kept, min_results, ratio, keep=g.exact) if enabled else kept
 

@@ -26,3 +26,18 @@ def test_an_agent_without_rows_is_named_rather_than_answered_empty(engine_none):
     typo = engine_none.recall(RecallRequest("Dev", "when do deploys happen?", 5))
     assert typo["messages"] == [] and typo["note"] == "agent 'Dev' has no memories or episodes in this scope"
     assert "note" not in engine_none.recall(RecallRequest("dev", "zebra crossing", 5))
+
+
+def test_a_profile_does_not_answer_alone(engine_none):
+    """From 50 rows on, the agent's profile is appended to a recall's rows; when no row
+    answers (every match held back by the gate, or nothing matched) the answer is empty —
+    the profile is not about the question (found by a new user: it came back alone)."""
+    for i in range(50):
+        engine_none.store("p", f"Service number {i} runs on host node-{i} and is owned by team {i % 5}.")
+    engine_none.store("p", "The payroll export runs nightly at 02:00.")
+    engine_none.update_profile("p", "Prefers short answers.")
+    for question in ("Do we use Kubernetes?", "which service do the customers complain about most?"):
+        assert engine_none.recall(RecallRequest("p", question, 3))["messages"] == [], question
+    answered = engine_none.recall(RecallRequest("p", "when does the payroll export run?", 10))
+    assert answered["messages"][-1]["content"].startswith("The payroll export")
+    assert any(m["content"].startswith("[Profile]") for m in answered["messages"])

@@ -16,6 +16,7 @@ from typing import Any
 from cpersona.errors import Refused, StorageUnavailable
 from cpersona.policy import validate
 from cpersona.policy.pause import MAX_TTL_SECONDS
+from cpersona.service.bulkwrite import claimed
 from cpersona.service.identity import IdentityService
 from cpersona.service.outcomes import AgentErased, ProfileUpdate, RowChange
 from cpersona.service.paused import skipped_body
@@ -73,6 +74,7 @@ class AdminService(IdentityService):
         owner = validate.owner(agent_id)
         try:
             with self.db.write() as s:
+                claimed(s, mid)
                 s.memories.set_locked(mid, owner, locked)
         except Refused as err:
             return {"ok": False, "error": str(err)}
@@ -138,6 +140,7 @@ class AdminService(IdentityService):
         if not visible(text):
             return {"ok": True, "profiles_updated": 0, "reason": "empty after sanitization"}
         with self.db.write() as s:
+            s.journal.claim_profile(agent)  # an unfinished import's undo must not bring the old one back
             s.profiles.upsert(agent, text)
         out: ProfileUpdate = {"ok": True, "profiles_updated": 1, "length": len(text)}
         if cut:

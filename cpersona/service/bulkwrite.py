@@ -14,7 +14,10 @@ transaction, the commit point is one statement, and
   the writer's process is known to be gone; a move past its commit point is rolled forward.
 
 Rows of an operation in progress are visible to concurrent reads (they are committed
-chunks); they disappear again only if the operation fails.
+chunks); they disappear again only if the operation fails — except a row that a write from
+outside the operation changed or vouched for meanwhile (update, lock, a store answered
+"already stored", a profile update): that write `claimed` it, and an undo keeps it. A write
+to a row that a move is about to delete is refused instead (the copy was already taken).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from cpersona.errors import Refused
 from cpersona.storage import Database, Session
 from cpersona.util.files import pid_alive
 from cpersona.util.threads import yield_gil
@@ -109,6 +113,16 @@ def recover(db: Database, removed: Removed) -> list[str]:
             done.append(f"finished the interrupted {op.kind} started {op.started_at}")
         log.warning("bulk write journal: %s", done[-1])
     return done
+
+
+def claimed(s: Session, memory_id: int) -> bool:
+    """Claim memory `memory_id` for a write outside any bulk operation (`JournalRepo.claim`,
+    in the caller's transaction): an unfinished import's undo then keeps the row as the
+    write left it. Returns True (so a write can be its condition); raises Refused
+    when a merge in progress is moving the row (its copy was taken: the write would be lost)."""
+    if not s.journal.claim("memories", memory_id):
+        raise Refused(f"memory {memory_id} is being moved by merge_memories; retry when the merge has finished")
+    return True
 
 
 class BulkRun:

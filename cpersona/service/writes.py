@@ -20,6 +20,7 @@ import numpy as np
 from cpersona.errors import InvalidArgument, Refused
 from cpersona.policy import drafts, validate
 from cpersona.service.base import ServiceBase
+from cpersona.service.bulkwrite import claimed
 from cpersona.service.outcomes import ArchiveResult, RowChange, StoreResult
 from cpersona.service.paused import skipped_body
 from cpersona.storage import Session
@@ -86,7 +87,14 @@ class WriteService(ServiceBase):
             return {"ok": False, "result": "rejected", "reason": str(err)}
         with self.db.read() as s:
             dup = s.memories.find_duplicate(draft)
+            vouched_in_bulk = dup is not None and s.journal.journaled("memories", dup[1])
         if dup:
+            try:
+                if vouched_in_bulk:  # the answer vouches for a row an unfinished import could undo
+                    with self.db.write() as s:
+                        claimed(s, dup[1])
+            except Refused as err:
+                return {"ok": False, "result": "rejected", "reason": str(err)}
             return {"ok": True, "result": "skipped", "reason": dup[0], "id": dup[1]}
         found: list[tuple[str, int]] = []
 
@@ -146,8 +154,8 @@ class WriteService(ServiceBase):
         try:
             with self.db.read() as s:
                 s.memories.check_writable(mid, owner)  # answer early, before embedding
-            _, embedded = self._write_embedded(
-                "memories", clean, lambda s, blob: s.memories.update_content(mid, owner, clean, blob), replaces=True)
+            _, embedded = self._write_embedded("memories", clean, lambda s, blob: s.memories.update_content(
+                mid, owner, clean, blob) if claimed(s, mid) else None, replaces=True)
         except Refused as err:
             return {"ok": False, "error": str(err)}
         out: RowChange = {"ok": True, "updated_id": mid, "embedded": embedded}

@@ -13,7 +13,9 @@ The commit point is one tiny statement: the operation's phase becomes `done` (or
 for a move). An operation found in phase `writing` whose process is gone (kill -9, power
 loss) is undone chunk by chunk; one found in `deleting` is rolled forward. Journal rows of a
 finished operation are removed afterwards, in chunks. Both tables are created on first use;
-other tools (the original CPersona) ignore them.
+other tools (the original CPersona) ignore them. A write outside the operation that changes
+one of its rows, or vouches for it (a store answered "already stored"), `claim`s the row
+first: the undo then keeps it, and a row a move is about to delete refuses the write.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ _DDL = (
         row_id INTEGER NOT NULL,
         prior TEXT)""",
     f"CREATE INDEX IF NOT EXISTS idx_{ROWS}_op ON {ROWS}(op, action)",
+    f"CREATE INDEX IF NOT EXISTS idx_{ROWS}_row ON {ROWS}(tbl, row_id)",
 )
 TABLES = ("memories", "episodes", "profiles")
 
@@ -95,6 +98,35 @@ class JournalRepo:
 
     def remaining(self, op: int, action: str) -> int:
         return self.conn.execute(f"SELECT COUNT(*) FROM {ROWS} WHERE op = ? AND action = ?", (op, action)).fetchone()[0]
+
+    def claim(self, table: str, row_id: int) -> bool:
+        """A write outside any bulk operation is about to change row `row_id` of `table`, or
+        has told its caller the row holds what it asked to store: an unfinished operation's
+        undo must then leave the row as it is — its insert (or profile change) is forgotten
+        here, in the caller's transaction. Returns False, claiming nothing, when a merge
+        "move" is to delete the row after its commit point: the moved copy was taken
+        already and would not carry the write (the caller refuses it)."""
+        if not self.exists():
+            return True
+        moving = self.conn.execute(f"SELECT 1 FROM {ROWS} WHERE tbl = ? AND row_id = ? AND action = 'delete' "
+                                   "LIMIT 1", (table, row_id)).fetchone()
+        if moving:
+            return False
+        self.conn.execute(f"DELETE FROM {ROWS} WHERE tbl = ? AND row_id = ? AND action IN ('insert', 'profile')",
+                          (table, row_id))
+        return True
+
+    def journaled(self, table: str, row_id: int) -> bool:
+        """Whether an unfinished bulk operation wrote or is to delete row `row_id` of `table`."""
+        return self.exists() and self.conn.execute(
+            f"SELECT 1 FROM {ROWS} WHERE tbl = ? AND row_id = ? LIMIT 1", (table, row_id)).fetchone() is not None
+
+    def claim_profile(self, agent_id: str) -> None:
+        """`claim` the agent's profile row (update_profile is about to replace it)."""
+        if self.exists():
+            self.conn.execute(f"DELETE FROM {ROWS} WHERE tbl = 'profiles' AND action IN ('insert', 'profile') "
+                              "AND row_id IN (SELECT id FROM profiles WHERE agent_id = ? AND user_id = '')",
+                              (agent_id,))
 
     def undo(self, op: int, limit: int) -> list[tuple[str, int]]:
         """Undo up to `limit` inserts / profile changes of `op` (newest first) and forget

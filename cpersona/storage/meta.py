@@ -17,6 +17,9 @@ VECTORS_KEY = "vectors"
 CALIBRATION_KEY = "calibration"
 #: Kept by the PostgreSQL backend for itself (its layout revision); never copied between stores.
 POSTGRES_LAYOUT_KEY = "postgres_layout"
+#: The form of the word index's rows (`util.words.WORD_FORM_VERSION`) each backend wrote for
+#: itself; a different one re-tokenises every memory at the next open. Never copied.
+WORD_FORM_KEY = "word_form"
 
 
 @dataclass

@@ -18,6 +18,7 @@ dropped (they would make every write fail, or maintain an index nobody reads) an
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sqlite3
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 from cpersona.errors import SchemaTooNew
 from cpersona.storage import originals, word_index
+from cpersona.storage.meta import WORD_FORM_KEY, decode
 from cpersona.storage.schema import (
     FTS_REBUILD_PENDING,
     FTS_TABLES,
@@ -38,6 +40,7 @@ from cpersona.storage.schema import (
     WORD_TABLES,
     WORD_TRIGGERS,
 )
+from cpersona.util.words import WORD_FORM_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -194,10 +197,25 @@ WORD_DOCSIZE = "memories_words_docsize"
 WORD_BACKFILL_BATCH = 2000
 
 
+def _word_form_stale(conn: sqlite3.Connection) -> bool:
+    """The word index holds rows in another form than `util.words.index_form` writes (an
+    older release's tokens), or no form is recorded yet: every row must be re-tokenised."""
+    if not _exists(conn, "table", "cpersona_meta"):
+        return True
+    row = conn.execute("SELECT value FROM cpersona_meta WHERE key = ?", (WORD_FORM_KEY,)).fetchone()
+    return row is None or decode(WORD_FORM_KEY, row[0]) != WORD_FORM_VERSION
+
+
 def index_words(conn: sqlite3.Connection, fts: bool = True) -> int:
     """Create the word index and its triggers, then index every memory it lacks: all of
     them on the first open, afterwards those another program added or changed (also the
-    health check's repair after emptying the index). Returns the memories indexed."""
+    health check's repair after emptying the index). When the index was written in an older
+    form (`_word_form_stale`), it is emptied first and every memory re-tokenised; this runs
+    inside the migration's one exclusive transaction, so a process killed midway leaves the
+    old index and the old form record, and the next open starts over (~10 s per 100k short
+    rows on a loaded 2-core machine, benchmarks/README.md). Returns the memories indexed."""
+    if _word_form_stale(conn):
+        conn.execute(f"DROP TABLE IF EXISTS {next(iter(WORD_TABLES))}")
     for ddl in (*WORD_TABLES.values(), *WORD_TRIGGERS.values()):
         conn.execute(ddl)
     done, last = 0, 0
@@ -206,6 +224,8 @@ def index_words(conn: sqlite3.Connection, fts: bool = True) -> int:
         "ORDER BY id LIMIT ?", (last, WORD_BACKFILL_BATCH)).fetchall():
         word_index.put_many(conn, rows)
         done, last = done + len(rows), rows[-1][0]
+    conn.execute("INSERT OR REPLACE INTO cpersona_meta(key, value) VALUES (?, ?)",
+                 (WORD_FORM_KEY, json.dumps(WORD_FORM_VERSION)))
     if done:
         log.info("word index: %d memories indexed", done)
     return done
@@ -229,7 +249,7 @@ STEPS = (
     Step(6, "create the FTS tables and triggers, rebuild a stale index",
          lambda c, f: f and (_fts_out_of_step(c) or bool(_stale_fts_triggers(c))), _bootstrap_fts),
     Step(7, "create the word index, index the memories it lacks",
-         lambda c, f: f and _words_lacking(c), index_words),
+         lambda c, f: f and (_words_lacking(c) or _word_form_stale(c)), index_words),
     # an original 2.6 file keeps its own newer stamp (storage/originals.py)
     Step(8, "stamp the schema version", lambda c, f: (stored_version(c) or 0) < SCHEMA_VERSION, _stamp),
 )

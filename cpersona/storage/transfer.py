@@ -8,6 +8,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from cpersona.storage.meta import WORD_FORM_KEY
+
 #: table → columns copied, id first. Order = copy order.
 COLUMNS: dict[str, tuple[str, ...]] = {
     "memories": ("id", "agent_id", "project_id", "msg_id", "content", "source", "timestamp", "metadata", "embedding",
@@ -48,8 +50,10 @@ class TransferRepo:
         return max(cur.rowcount, 0)
 
     def meta_items(self) -> list[tuple[str, str]]:
-        """(key, JSON text) of every cpersona_meta entry, by key."""
-        return self.conn.execute(f"SELECT key, value FROM {META_TABLE} ORDER BY key").fetchall()
+        """(key, JSON text) of every cpersona_meta entry, by key (the record of the word
+        index's form left out: each store derives its own index)."""
+        return self.conn.execute(f"SELECT key, value FROM {META_TABLE} WHERE key <> ? ORDER BY key",
+                                 (WORD_FORM_KEY,)).fetchall()
 
     def put_meta_items(self, items: list[tuple[str, str]]) -> None:
         self.conn.executemany(f"INSERT OR REPLACE INTO {META_TABLE}(key, value) VALUES (?, ?)", items)

@@ -11,14 +11,19 @@ query is matched against in it.
 * `canonical_forms` — for dedup, canonical equivalence only (NFC / NFD): two texts a reader
   cannot tell apart (macOS writes NFD, the web NFC) are one memory, but `x²` and `x2` stay two.
 * `word_tokens` — the tokens of a text for the word index: match form, case folded,
-  split into runs of letters and digits; English words reduced to their Snowball stem
-  (Porter2, https://snowballstem.org — `uses`/`used` → `use`, but not `user`); runs of
+  split into runs of letters and digits, each cut again where the script changes (so
+  `indexerで` and `indexer ` give the same word); English words reduced to their Snowball
+  stem (Porter2, https://snowballstem.org — `uses`/`used` → `use`, but not `user`); runs of
   CJK ideographs, kana and Hangul (written without spaces, or with particles glued to the
   word) as overlapping character bigrams plus single characters, the standard units of
   CJK keyword retrieval (Kwok, "Comparing representations in Chinese information
   retrieval", SIGIR 1997), so a two-character word such as 广西, 设备 or 서울, or one
-  character such as 雨, is findable.
-* `query_terms` — the distinct tokens of a query minus English function words.
+  character such as 雨, is findable; then one more token for each whole date (`yyyymmdd`,
+  from `2024-01-07` or `2024年1月7日` alike) and each whole identifier (`ERR_DISK_9755` →
+  `errdisk9755`), which its parts alone would not single out.
+* `query_terms` — the distinct tokens of a query minus English function words and, like
+  them, the Japanese ones: terms written only in hiragana (particles and inflections:
+  があ, あっ, った), which are kept in the index as English function words are.
 
 The tokens are space-separated letters and digits only, so SQLite's `unicode61` tokenizer
 (with diacritics kept) splits the stored form exactly where this module did.
@@ -39,6 +44,20 @@ _BIGRAM_SCRIPTS = ("\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\
                    "\uf900-\ufaff\uff66-\uff9f")
 _BIGRAM_RUN = re.compile(f"[{_BIGRAM_SCRIPTS}]+")
 _HAS_BIGRAM_SCRIPT = re.compile(f"[{_BIGRAM_SCRIPTS}]")
+#: A run of one script class: CJK/Hangul, or anything else.
+_SCRIPT_RUN = re.compile(f"[{_BIGRAM_SCRIPTS}]+|[^{_BIGRAM_SCRIPTS}]+")
+_HIRAGANA = re.compile("[\u3041-\u309f]+")
+#: Dates written year first: ISO and slashed (2024-01-07, 2024/1/7) and Japanese (2024年1月7日).
+_DATE = re.compile(r"(?<![0-9])([0-9]{4})(?:[-/.]|年)([0-9]{1,2})(?:[-/.]|月)([0-9]{1,2})(?![0-9])")
+#: Latin letters and digits joined by `_ - . /` (identifiers, versions, paths, hyphenated words).
+_IDENTIFIER = re.compile(r"(?<![a-z0-9_./-])[a-z0-9]+(?:[_./-][a-z0-9]+)+")
+_JOINER = re.compile(r"[_./-]")
+_LETTER = re.compile(r"[a-z]")
+#: What sets an identifier apart from a hyphenated word (`follow-up`, `search-indexer`).
+_MARKED = re.compile(r"[0-9_]")
+#: The version of `index_form`: bump it whenever the tokens of any text change; a store whose
+#: word index was written in another version re-tokenises every memory when next opened.
+WORD_FORM_VERSION = 2
 #: Letters and digits (Python's `\w` without the underscore): what unicode61 keeps as tokens.
 _TOKEN = re.compile(r"[^\W_]+")
 _ASCII_WORD = re.compile(r"[a-z]+")
@@ -82,39 +101,64 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def _split(token: str, unigrams: bool = False) -> list[str]:
-    """One letter/digit run → its tokens (stems, or bigrams for CJK/Hangul parts; the index
-    also holds each CJK/Hangul character alone, for one-character queries such as 雨)."""
-    if _ASCII_WORD.fullmatch(token):
-        return [_stem(token)]
+def _split(token: str, unigrams: bool = False, stop: frozenset[str] = frozenset()) -> list[str]:
+    """One letter/digit run → its tokens. The run is first cut where the script changes
+    (`indexerで` → `indexer` + `で`), so a word gives the same token whether a space or a
+    particle follows it: a Latin part is stemmed as a word of its own, a CJK/Hangul part
+    becomes bigrams (the index also holds each CJK/Hangul character alone, for one-character
+    queries such as 雨). `stop`: Latin words to leave out (the query's function words)."""
     if not _HAS_BIGRAM_SCRIPT.search(token):
-        return [token]
+        if token in stop:
+            return []
+        return [_stem(token)] if _ASCII_WORD.fullmatch(token) else [token]
     out: list[str] = []
-    pos = 0
-    for m in _BIGRAM_RUN.finditer(token):
-        if m.start() > pos:
-            out.append(token[pos : m.start()])
-        run = m.group()
-        out.extend(_bigrams(run))
-        if unigrams and len(run) > 1:
-            out.extend(run)
-        pos = m.end()
-    if pos < len(token):
-        out.append(token[pos:])
+    for part in _SCRIPT_RUN.findall(token):
+        if not _HAS_BIGRAM_SCRIPT.match(part):
+            out.extend(_split(part, stop=stop))
+            continue
+        out.extend(_bigrams(part))
+        if unigrams and len(part) > 1:
+            out.extend(part)
+    return out
+
+
+def _whole_forms(text: str) -> list[str]:
+    """The extra tokens of whole identifiers and dates in a casefolded match form: a date
+    (`2024-01-07`, `2024/1/7`, `2024年1月7日`) as one `yyyymmdd` token, whatever its
+    notation; an identifier — Latin letters and digits joined by `_ - . /`, with a letter and
+    a digit or an underscore (`err_disk_9755`, `polaris2-cli`, `v2.14.0`, `retry_cron.yaml`)
+    — as its parts written together (`errdisk9755`). A hyphenated word (`follow-up`) is not an
+    identifier. The parts are tokens too; the whole form lets a row holding the whole
+    identifier or date outscore rows that hold only some of its parts (`err`, `2024`, `7`)."""
+    out = [f"{int(y):04d}{int(m):02d}{int(d):02d}" for y, m, d in _DATE.findall(text)
+           if 1 <= int(m) <= 12 and 1 <= int(d) <= 31]
+    out.extend(_JOINER.sub("", m) for m in _IDENTIFIER.findall(text) if _LETTER.search(m) and _MARKED.search(m))
+    return out
+
+
+def _tokens(text: str, unigrams: bool, stop: frozenset[str]) -> list[str]:
+    form = match_form(text).casefold()
+    out: list[str] = []
+    for token in _TOKEN.findall(form):
+        out.extend(_split(token, unigrams, stop))
+    out.extend(_whole_forms(form))
     return out
 
 
 def word_tokens(text: str) -> list[str]:
     """The word-index tokens of `text`, in order (see module doc)."""
-    out: list[str] = []
-    for token in _TOKEN.findall(match_form(text).casefold()):
-        out.extend(_split(token, unigrams=True))
-    return out
+    return _tokens(text, True, frozenset())
 
 
 def is_bigram(term: str) -> bool:
     """Whether `term` is a CJK/Hangul token (a bigram or single character of those scripts)."""
     return bool(_BIGRAM_RUN.fullmatch(term))
+
+
+def is_function_kana(term: str) -> bool:
+    """Whether `term` is written in hiragana only: in Japanese text these are mostly
+    particles and inflections (があ, あっ, った, して), not what a question is about."""
+    return bool(_HIRAGANA.fullmatch(term))
 
 
 def index_form(text: str) -> str:
@@ -124,13 +168,11 @@ def index_form(text: str) -> str:
 
 def query_terms(query: str) -> list[str]:
     """Distinct word-index tokens of a query, first occurrence order, English function words
-    (the trigram builder's list, compared before stemming) left out."""
-    kept: list[str] = []
-    for token in _TOKEN.findall(match_form(query).casefold()):
-        if token in STOPWORDS:
-            continue
-        kept.extend(_split(token))
-    return list(dict.fromkeys(kept))
+    (the trigram builder's list, compared before stemming) left out, and terms written in
+    hiragana only (`is_function_kana`) left out too unless the query has nothing else."""
+    terms = list(dict.fromkeys(_tokens(query, False, STOPWORDS)))
+    content = [t for t in terms if not is_function_kana(t)]
+    return content or terms
 
 
 def spellings(query: str) -> dict[str, list[str]]:
@@ -138,15 +180,14 @@ def spellings(query: str) -> dict[str, list[str]]:
     stem → its unstemmed spellings, `deploys` for `deploy`; any other term → itself)."""
     out: dict[str, list[str]] = {}
     for token in _TOKEN.findall(match_form(query).casefold()):
-        if token in STOPWORDS:
-            continue
-        for term in _split(token):
-            forms = out.setdefault(term, [])
-            surface = token if _ASCII_WORD.fullmatch(token) else term
-            if surface not in forms:
-                forms.append(surface)
-    return out
+        for part in _SCRIPT_RUN.findall(token):
+            for term in _split(part, stop=STOPWORDS):
+                surface = part if _ASCII_WORD.fullmatch(part) else term
+                forms = out.setdefault(term, [])
+                if surface not in forms:
+                    forms.append(surface)
+    return {term: out.get(term, [term]) for term in query_terms(query)}
 
 
-__all__ = ["canonical_forms", "index_form", "is_bigram", "match_form", "query_terms", "spellings", "visible",
-           "word_tokens"]
+__all__ = ["canonical_forms", "index_form", "is_bigram", "is_function_kana", "match_form", "query_terms", "spellings",
+           "visible", "word_tokens"]

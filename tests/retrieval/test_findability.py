@@ -12,7 +12,7 @@ import unicodedata
 
 import pytest
 from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.util.words import match_form, query_terms
+from cpersona.util.words import is_function_kana, match_form, query_terms
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -162,3 +162,32 @@ def test_generated_text_is_findable_by_itself_and_its_words(shared_engine, made)
     for word in words:
         if query_terms(word):  # English function words alone are no query
             assert stored in ranked(shared_engine, agent, word), (word, match_form(stored))
+
+
+# ------------------------------------------------ one word, one token, wherever it stands
+@pytest.mark.parametrize("query, row", [
+    ("search-indexerで何があった？", "the search indexer crashed"),  # Latin glued to a particle: stemmed alike
+    ("onyx2-gatewayのembeddingは何？", "onyx2-gateway embedding model"),
+    ("What happened on 2024-01-07?", "2024年1月7日にデプロイが失敗した"),  # one date token in both notations
+    ("2024/1/7", "deploy failed on 2024-01-07"),
+    ("ERR_DISK_9755", "ERR-DISK-9755 again"),
+])
+def test_a_query_word_gives_the_token_the_row_holds(query, row):
+    from cpersona.util.words import word_tokens
+
+    missing = [t for t in query_terms(query) if t not in word_tokens(row) and not is_function_kana(t)]
+    shared = {"index", "20240107", "errdisk9755", "embed"} & set(query_terms(query))
+    assert shared and not shared & set(missing), (query_terms(query), word_tokens(row))
+
+
+def test_hiragana_function_words_are_no_query_terms_unless_nothing_else_is():
+    assert [t for t in query_terms("2024年1月7日に何があった？") if is_function_kana(t)] == []
+    assert query_terms("ありがとう") == ["あり", "りが", "がと", "とう"]  # nothing else: kept
+    assert "があ" in word_tokens_of("何があった")  # the index keeps them (as it keeps "the")
+
+
+def word_tokens_of(text: str) -> list[str]:
+    from cpersona.util.words import word_tokens
+
+    return word_tokens(text)
+

@@ -165,7 +165,8 @@ def test_word_index_bm25_equals_sqlite_fts5(url, tmp_path):
     from cpersona.util.words import query_terms
 
     sqlite_db, pg_db = open_url(str(tmp_path / "s.db")), open_url(url)
-    corpus = [*CORPUS, "she uses the tools daily", "the user used 2 tools", "서울에서 만났다", "广西桂林的漓江"]
+    corpus = [*CORPUS, "she uses the tools daily", "the user used 2 tools", "서울에서 만났다", "广西桂林的漓江",
+              "2024年1月7日にsearch-indexerで障害があった", "ERR_DISK_9755 on 2024-01-07, fixed"]
     try:
         for db in (sqlite_db, pg_db):
             with db.write() as s:
@@ -176,7 +177,8 @@ def test_word_index_bm25_equals_sqlite_fts5(url, tmp_path):
                 s.bulk.insert_memory({"agent_id": "a", "project_id": "", "msg_id": "", "content": "imported uses of 2",
                                       "source": "{}", "timestamp": "", "metadata": "{}", "channel": "",
                                       "locked": 0, "recall_count": 0, "last_recalled_at": None}, None)
-        for query in [*QUERIES, "use", "2 tools", "서울", "广西", "painting sunrise brushes"]:
+        for query in [*QUERIES, "use", "2 tools", "서울", "广西", "painting sunrise brushes",
+                      "search-indexerで何があった？", "ERR_DISK_9755", "2024/1/7"]:
             expr = match_expression(query_terms(query))
             for scope in (Scope("a"), Scope(None)):
                 with sqlite_db.read() as s:

@@ -121,3 +121,112 @@ def test_every_foreign_write_is_found_by_the_open_check(tmp_path, foreign):
     assert words(db) != {i: index_form(c) for i, c in contents(db).items()}
     Database(str(db)).close()
     assert words(db) == {i: index_form(c) for i, c in contents(db).items()}
+
+
+# ------------------------------------------------- the word form, on both backends
+def test_the_word_index_ranks_the_whole_date_and_identifier_first(db):
+    """A date in another notation (2024-01-07 ↔ 2024年1月7日) and an identifier in full
+    (`ERR_DISK_9755`) are one token each, rarer than any of their parts: the row holding the
+    whole one is the word index's best match, above rows that share only parts."""
+    from cpersona.storage.records import MemoryDraft
+    from cpersona.storage.scope import Scope
+    from cpersona.util.text import match_expression
+    from cpersona.util.words import query_terms
+
+    texts = ["Deploy of search-indexer failed on 2024-01-17 with HTTP 429.",
+             "Deploy of search-indexer failed on 2024-11-07 with HTTP 503.",
+             "2024年1月7日にsearch-indexerのデプロイが失敗した。",
+             "ERR_DISK_9756 on the billing host, fixed by a restart.",
+             "ERR_NET_9755 on the billing host, a flaky switch.",
+             "The billing host had ERR_DISK_9755: the volume was full."]
+    filler = [f"status note of 2024-01-{d:02d} and 2024-{d:02d}-07: err, disk and net checks passed" for d in range(1, 13)]
+    with db.write() as s:
+        for text in texts + filler:
+            s.memories.insert(MemoryDraft("a", "", "", "", text, "{}", "2024", "{}"), None)
+    for query, best in [("What happened with search-indexer on 2024-01-07?", texts[2]),
+                        ("What was the root cause of ERR_DISK_9755?", texts[5])]:
+        with db.read() as s:
+            hits = s.search.memories_words(match_expression(query_terms(query)), Scope("a"), "", 10)
+        assert hits[0][0].content == best, [r.content for r, _ in hits]
+
+
+OLD_FORM = "indexerで old form"  # what an older release stored: the Latin part unstemmed
+
+
+def _age_the_index(where: dict[str, str]) -> None:
+    """Make the stored index look written by an older release: other tokens, no form record."""
+    if "db_path" in where:
+        conn = sqlite3.connect(where["db_path"])
+        with conn:
+            conn.execute("UPDATE memories_words SET body = ?", (OLD_FORM,))
+            conn.execute("DELETE FROM cpersona_meta WHERE key = 'word_form'")
+        conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(where["db_url"]) as conn:
+        conn.execute("DELETE FROM memories_word_postings")
+        conn.execute("INSERT INTO memories_word_postings(term, id, tf) SELECT 'indexerで', id, 1 FROM memories_words")
+        conn.execute("DELETE FROM cpersona_meta WHERE key = 'word_form'")
+
+
+def _stored_terms(where: dict[str, str]) -> dict[int, list[str]]:
+    if "db_path" in where:
+        return {i: sorted(body.split()) for i, body in words(Path(where["db_path"])).items()}
+    import psycopg
+
+    with psycopg.connect(where["db_url"]) as conn:
+        out: dict[int, list[str]] = {}
+        for term, i, tf in conn.execute("SELECT term, id, tf FROM memories_word_postings ORDER BY term"):
+            out.setdefault(i, []).extend([term] * tf)
+        return {i: sorted(t) for i, t in out.items()}
+
+
+def test_an_index_written_in_an_older_form_is_retokenised_at_open(where):
+    from cpersona.storage.backend import open_url
+    from cpersona.storage.records import MemoryDraft
+
+    texts = ["2024年1月7日にsearch-indexerで障害があった", "ERR_DISK_9755 on the billing host", "plain words"]
+    db = open_url(where.get("db_url") or where["db_path"])
+    with db.write() as s:
+        ids = [s.memories.insert(MemoryDraft("a", "", "", "", t, "{}", "2024", "{}"), None).id for t in texts]
+    db.close()
+    _age_the_index(where)
+    assert all("indexerで" in terms for terms in _stored_terms(where).values())
+    open_url(where.get("db_url") or where["db_path"]).close()
+    assert _stored_terms(where) == {i: sorted(index_form(t).split()) for i, t in zip(ids, texts)}
+
+
+def test_a_retokenisation_killed_midway_leaves_the_old_index_and_is_redone(tmp_path, monkeypatch):
+    """The re-tokenisation runs inside the migration's one transaction: a process that dies
+    in the middle (here: an error after the first batch) leaves the file as it was."""
+    from cpersona.storage import migration, word_index
+
+    path = tmp_path / "k.db"
+    db = Database(str(path))
+    with db.write() as s:
+        from cpersona.storage.records import MemoryDraft
+
+        for i in range(7):
+            s.memories.insert(MemoryDraft("a", "", "", "", f"note {i} about search-indexerで", "{}", "", "{}"), None)
+    db.close()
+    _age_the_index({"db_path": str(path)})
+    before = words(path)
+    calls = []
+
+    def dying(conn, rows):
+        calls.append(len(rows))
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed")
+        real(conn, rows)
+
+    real = word_index.put_many
+    monkeypatch.setattr(migration, "WORD_BACKFILL_BATCH", 3)
+    monkeypatch.setattr(word_index, "put_many", dying)
+    with pytest.raises(KeyboardInterrupt):
+        Database(str(path))
+    assert words(path) == before and calls == [3, 3]
+    assert pairs(path, "SELECT key, value FROM cpersona_meta WHERE key = 'word_form'") == {}
+    monkeypatch.setattr(word_index, "put_many", real)
+    Database(str(path)).close()
+    assert words(path) == {i: index_form(c) for i, c in contents(path).items()}

@@ -268,7 +268,7 @@ STEPS = (
     Step(8, "create the change-feed and statistics triggers", triggers.install),
     Step(10, "create the bulk-write journal", _run_all(journal.DDL)),
     Step(11, "create the word index", _word_index),
-    Step(12, "index the memories the word index lacks", words.fill_missing),
+    Step(12, "re-tokenise a word index of an older form, index the memories it lacks", words.refresh),
 )
 #: Skipped when lexical search is disabled (CPERSONA_FTS_ENABLED=false: LIKE only, no pg_trgm needed).
 _FTS_STEPS = (Step(1, "create the pg_trgm extension", _extension),
@@ -289,7 +289,8 @@ def _is_current(conn: psycopg.Connection, fts_enabled: bool) -> bool:
         return False
     row = conn.execute("SELECT value FROM cpersona_meta WHERE key = %s", (LAYOUT_KEY,)).fetchone()
     layout = json.loads(row[0]) if row else {}
-    return layout.get("revision") == LAYOUT_REVISION and (bool(layout.get("fts")) or not fts_enabled)
+    return (layout.get("revision") == LAYOUT_REVISION and (bool(layout.get("fts")) or not fts_enabled)
+            and words.form_current(conn))
 
 
 def migrate(conn: psycopg.Connection, where: str, fts_enabled: bool) -> None:

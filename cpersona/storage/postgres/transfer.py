@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
-from cpersona.storage.meta import POSTGRES_LAYOUT_KEY
+from cpersona.storage.meta import POSTGRES_LAYOUT_KEY, WORD_FORM_KEY
 from cpersona.storage.postgres import words
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.transfer import COLUMNS, META_TABLE
@@ -40,9 +40,9 @@ class PgTransferRepo:
 
     def meta_items(self) -> list[tuple[str, str]]:
         """(key, JSON text) of every cpersona_meta entry, by key (the backend's own layout
-        record left out)."""
-        rows = self.conn.execute(f"SELECT key, value FROM {META_TABLE} WHERE key <> %s ORDER BY key",
-                                 (POSTGRES_LAYOUT_KEY,))
+        record and the record of the word index's form left out)."""
+        rows = self.conn.execute(f"SELECT key, value FROM {META_TABLE} WHERE key <> ALL(%s) ORDER BY key",
+                                 ([POSTGRES_LAYOUT_KEY, WORD_FORM_KEY],))
         return [tuple(r) for r in rows]
 
     def put_meta_items(self, items: list[tuple[str, str]]) -> None:

@@ -127,6 +127,8 @@ class Settings(BaseModel):
                                    "neighbouring from random rows (retrieval/separation.py; 0.2 under 50 vectors).")
     recency_weight: float = Field(0.2, ge=0.0, le=1.0, description="Recency / age prior of questions asking for the "
                                   "latest / first: the fused score changes by at most ± weight/2 (0 = off).")
+    neighbour_weight: float | None = Field(None, ge=0.0, le=1.0, description="cc: share of its best time-neighbour's "
+                                           "score a row can take (retrieval/neighbours.py); unset = 1 − 2α, 0 = off.")
     rrf_k: int = Field(60, ge=1, le=100_000, description="The k of reciprocal rank fusion (Cormack et al. 2009).")
     vector_weight: float = Field(1.0, ge=0.0, le=100.0, description="Weight of the vector channel in rrf / rsf.")
     max_memories: int = Field(10000, ge=1, le=10_000_000,
@@ -154,8 +156,7 @@ class Settings(BaseModel):
     decay_rate: float = Field(0.005, ge=0.0, le=100.0, description="Confidence: time decay per hour of age.")
     decay_floor: float = Field(0.3, ge=0.0, le=1.0, description="Confidence: smallest time decay.")
     decay_ceil: float = Field(0.5, ge=0.0, le=1.0, description="Confidence: largest floor a recall boost can reach.")
-    recall_boost: float = Field(0.02, ge=0.0, le=10.0,
-                                description="Confidence: floor boost per ln(1 + recall_count).")
+    recall_boost: float = Field(0.02, ge=0.0, le=10.0, description="Confidence: floor boost per ln(1 + recall_count).")
     boost_decay_rate: float = Field(0.002, ge=0.0, le=100.0,
                                     description="Confidence: boost fade per hour since recall.")
     min_time_range_hours: float = Field(24.0, ge=0.0, le=1e7, description="Confidence: smallest corpus time span.")
@@ -387,12 +388,10 @@ def _setting(name: str, info: Any) -> Setting:
     bounds = {type(m): m for m in info.metadata}
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
     ge, le = bounds.get(Ge), bounds.get(Le)
-    return Setting(
-        name, kind, info.default, info.description or "",
-        minimum=ge.ge if ge is not None else None, maximum=le.le if le is not None else None,
-        choices=tuple(choices) if choices else None, alias=extra.get("alias"),
-        verbatim=bool(extra.get("verbatim")), secret=bool(extra.get("secret")),
-    )
+    return Setting(name, kind, info.default, info.description or "",
+                   minimum=ge.ge if ge is not None else None, maximum=le.le if le is not None else None,
+                   choices=tuple(choices) if choices else None, alias=extra.get("alias"),
+                   verbatim=bool(extra.get("verbatim")), secret=bool(extra.get("secret")))
 
 
 #: Every setting in declaration order (the table docs and `from_env` are built from).

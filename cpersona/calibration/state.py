@@ -29,14 +29,16 @@ from cpersona.storage import Database
 log = logging.getLogger(__name__)
 #: Fingerprint of the scoring functions the gates were measured with; bump on any change
 #: to fusion, penalties, confidence or the gate rules (a mismatch makes the sidecar stale).
-SCORING_VERSION = "cpersona-q6-separation"
+SCORING_VERSION = "cpersona-q7-coverage-neighbours"
 
 
 def scoring_version(settings: Settings) -> str:
     """SCORING_VERSION plus the settings that change the scores the gates key on (fusion
-    mode, cc α), e.g. "cpersona-q6-separation/cc/alpha=auto": changing either makes a sidecar stale."""
+    mode, cc α, the neighbour weight), e.g. "cpersona-q7-coverage-neighbours/cc/alpha=auto/nb=auto":
+    changing any makes a sidecar stale."""
     alpha = "auto" if settings.cc_alpha is None else f"{settings.cc_alpha:g}"
-    return f"{SCORING_VERSION}/{settings.recall_mode}/alpha={alpha}"
+    nb = "auto" if settings.neighbour_weight is None else f"{settings.neighbour_weight:g}"
+    return f"{SCORING_VERSION}/{settings.recall_mode}/alpha={alpha}/nb={nb}"
 
 
 @dataclass

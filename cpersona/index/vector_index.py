@@ -251,6 +251,34 @@ class VectorIndex:
             far = np.einsum("ij,ij->i", matrix[a], matrix[b])
         return near, far
 
+    def _by_agent(self, row_ids: list[int]) -> dict[str, list[int]]:
+        """The listed ids the index holds, grouped by agent (caller holds the lock)."""
+        by_agent: dict[str, list[int]] = {}
+        for row_id in row_ids:
+            agent = self._where.get(row_id)
+            if agent is not None:
+                by_agent.setdefault(agent, []).append(row_id)
+        return by_agent
+
+    def neighbours(self, row_ids: list[int], scope: Scope) -> dict[int, tuple[int, ...]]:
+        """The rows just before and just after each listed row among its agent's in-scope
+        rows, in (created_at, id) order — the turns around a turn of one conversation.
+
+        Returns:
+            {row_id: (neighbour ids)}; rows the index does not hold are left out.
+        """
+        out: dict[int, tuple[int, ...]] = {}
+        with self._lock:
+            for agent, ids in self._by_agent(row_ids).items():
+                part = self._parts[agent]
+                part.sort()
+                rows = self._scope_rows(part, Scope(agent, scope.project_id, scope.channel), None)
+                in_scope = part.ids[rows]
+                for pos in np.flatnonzero(np.isin(in_scope, ids)).tolist():
+                    lo, hi = max(pos - 1, 0), min(pos + 2, len(in_scope))
+                    out[int(in_scope[pos])] = tuple(int(i) for i in in_scope[lo:hi] if i != in_scope[pos])
+        return out
+
     def cosines(self, query: np.ndarray, row_ids: list[int]) -> dict[int, float]:
         """Cosine of each listed row that the index holds, regardless of the scan window.
 
@@ -266,12 +294,7 @@ class VectorIndex:
             return {}
         found: dict[int, float] = {}
         with self._lock:
-            by_agent: dict[str, list[int]] = {}
-            for row_id in row_ids:
-                agent = self._where.get(row_id)
-                if agent is not None:
-                    by_agent.setdefault(agent, []).append(row_id)
-            for agent, ids in by_agent.items():
+            for agent, ids in self._by_agent(row_ids).items():
                 part = self._parts[agent]
                 pos = np.flatnonzero(np.isin(part.ids[: part.n], ids))
                 scores = np.clip(part.matrix[pos] @ query, -1.0, 1.0)

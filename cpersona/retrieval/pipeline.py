@@ -19,6 +19,7 @@ from cpersona.config import Settings
 from cpersona.index.vector_index import VectorIndex, WindowStats
 from cpersona.policy.validate import MAX_LIMIT
 from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring, separation
+from cpersona.retrieval import neighbours as turns
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
@@ -70,6 +71,8 @@ class RecallContext:
     #: cc's weight of the vector evidence; None = per agent from its vectors (retrieval/separation.py)
     cc_alpha: float | None = None
     recency_weight: float = recency.WEIGHT
+    #: cc: share of its best time-neighbouring row's score a row can take; None = 1 − 2α (retrieval/neighbours.py)
+    neighbour_weight: float | None = None
     #: Rows the gate governs in a scope; the recall service passes a cached count.
     pool_size: Callable[[Scope], int] | None = None
     episode_penalty: tuple[bool, float, float] = (True, 0.01, 0.5)
@@ -108,7 +111,7 @@ def make_context(settings: Settings, session: Session, indexes: dict[str, Vector
         memory_index=indexes["memories"] if indexes else None,
         episode_index=indexes["episodes"] if indexes else None,
         embed_query=embed_query, weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
-        recency_weight=s.recency_weight,
+        recency_weight=s.recency_weight, neighbour_weight=s.neighbour_weight,
         episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
         autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
         gate_enabled=s.gate_enabled, fused_gate=agent_gate.fused_gate, gate_signal=agent_gate.signal,
@@ -183,7 +186,7 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
             index = ctx.memory_index if ctx.vectors else None
             alpha = separation.cc_alpha(index, req.agent_id, separation.FALLBACK_ALPHA)
         ctx.trace["cc_alpha"] = alpha
-        return fusion.cc(channels, alpha, ctx.background)
+        return spread(ctx, req, fusion.cc(channels, alpha, ctx.background), alpha)
     ordered = {k: v for k, v in channels.items() if k != "keyword"}
     # Profile rows take keyword slots only when the gate will let them through (pool ≥ 50);
     # otherwise a blank-query recall would come back a row short.
@@ -191,6 +194,20 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
         ordered["profiles"] = profiles.injection(ctx.session, req.agent_id)
     ordered["keyword"] = channels.get("keyword", [])
     return fusion.cascade(ordered, req.limit)
+
+
+def spread(ctx: RecallContext, req: RecallRequest, rows: list[Candidate], alpha: float) -> list[Candidate]:
+    """cc rows with the neighbour turns of the best `limit` (retrieval/neighbours.py); needs
+    the resident index (rows without a vector neither lend nor borrow)."""
+    w = turns.weight(ctx.neighbour_weight, alpha)
+    qvec = ctx.embed_query(req.query) if ctx.vectors and w > 0 else None
+    if qvec is None or ctx.memory_index is None:
+        return rows
+    ctx.trace["neighbour_weight"] = w
+    evidence = fusion.vector_evidence(ctx.background)
+    exclusions = [e.strip().lower() for e in req.exclude_contents if e.strip()]
+    return turns.spread(rows, w, req.limit, ctx.session, ctx.memory_index, qvec, req.scope, req.source_id,
+                             lambda cos: alpha * evidence(cos), lambda c: not _excluded(c.content, exclusions))
 
 
 def _cascaded(ctx: RecallContext, req: RecallRequest) -> bool:

@@ -192,7 +192,7 @@ def test_sidecar_is_written_atomically_with_a_fingerprint(calibrated):
     eng, res = calibrated
     path = sidecar_path(eng)
     data = json.loads(path.read_text())
-    assert data["scoring_version"] == cal_state.scoring_version(eng.settings) == f"{cal_state.SCORING_VERSION}/cc/alpha=auto"
+    assert data["scoring_version"] == cal_state.scoring_version(eng.settings) == f"{cal_state.SCORING_VERSION}/cc/alpha=auto/nb=auto"
     assert (data["embedding_model"], data["embedding_dim"]) == ("hash-512", 512)
     assert data["agent_thresholds"]["a"] == res["new_threshold"]
     assert data["agent_fused_gates"]["a"] == res["fused_gate"]["threshold"] and data["fused_gate_signal"] == "cc"

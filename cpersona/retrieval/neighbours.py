@@ -1,0 +1,82 @@
+"""Neighbour turns: a row may take a share of the score of the row next to it in its conversation.
+
+In a conversation the words of a question often sit in one turn and the answer in the next
+("Which one has been your favourite?" — "I loved *Becoming Nicole*…"), or a reply repeats
+what the turn before it said: the answer holds none of the question's words and, in a
+corpus whose turns all speak of the same lives, is no nearer the question's vector than
+any other turn. The turn that matches says where to look. So, after fusion, each of the
+best `top` memory rows and the rows just before and after it in its agent's
+(created_at, id) order — the order the resident vector index keeps, the neighbours
+`separation.py` measures — lend each other their score, damped by w:
+
+    s'(x) = max(s(x), w · max{ s(y) : y next to x, x or y among the best `top` })
+
+A row never loses score and a strong row is never pushed up by a strong neighbour: only
+a row weaker than w × its neighbour rises, to just below it (adding the neighbour's score
+instead favoured whole on-topic sessions over the one row that answers: LongMemEval
+−0.032). Neighbours that were not candidates are fetched (in scope, under the source
+filter) and scored by their cosine alone. This is score regularisation over a document
+graph (Diaz, "Regularizing ad hoc retrieval scores", CIKM 2005) with time adjacency as the
+graph.
+
+w = 1 − 2α by default, α the recall's cc weight of the vectors (½·G², G the agent's
+separation): the share of the ranking the vectors do not explain. Where neighbouring turns
+are close in vector space anyway (LongMemEval, JSQuAD: G ≈ 0.9, w ≈ 0.2) the vectors
+already carry a turn's context and little is lent; where turns of one conversation all
+look alike to the model (LoCoMo: G 0.26–0.58, w 0.66–0.93) adjacency is the evidence left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from cpersona.index.vector_index import VectorIndex
+from cpersona.retrieval.candidate import MEMORY, Candidate
+from cpersona.retrieval.retrievers import memory_candidate
+from cpersona.storage import Session
+from cpersona.storage.scope import Scope
+
+#: The channel a fetched neighbour row names in `match_reason.retrievers`.
+CHANNEL = "neighbours"
+
+
+def weight(setting: float | None, alpha: float) -> float:
+    """The share w of a neighbour's score a row can take: `setting` when set, else 1 − 2α
+    (floored at 0)."""
+    return setting if setting is not None else max(0.0, 1.0 - 2.0 * alpha)
+
+
+def spread(rows: list[Candidate], w: float, top: int, session: Session, index: VectorIndex, qvec: np.ndarray,
+           scope: Scope, source_id: str, score_new: Callable[[float], float],
+           keep: Callable[[Candidate], bool] = lambda _c: True) -> list[Candidate]:
+    """`rows` (cc-scored, best first) with the neighbours of the best `top` memory rows
+    added and each `cc` raised to `w` × its best neighbour's where that is higher (module
+    doc); best first. `score_new` turns a fetched neighbour's cosine into its cc; `keep`
+    filters fetched rows (the caller's exclusions). Rows the index does not hold (no
+    vector) neither lend nor borrow."""
+    heads = [c for c in rows[:top] if c.kind == MEMORY]
+    if w <= 0 or not heads:
+        return rows
+    near = index.neighbours([c.id for c in heads], scope)
+    have = {c.id: c for c in rows if c.kind == MEMORY}
+    missing = sorted({n for ids in near.values() for n in ids} - have.keys())
+    cosines = index.cosines(qvec, missing)
+    added = []
+    for row_id, row in sorted(session.memories.fetch(missing, scope, source_id).items()):
+        cand = memory_candidate(row)
+        if row_id in cosines and keep(cand):
+            cand.cosine, cand.backfilled, cand.channels = cosines[row_id], True, [CHANNEL]
+            cand.cc = score_new(cand.cosine)
+            have[row_id] = cand
+            added.append(cand)
+    base = {i: c.cc or 0.0 for i, c in have.items()}
+    lent: dict[int, float] = {}
+    for head, ids in near.items():
+        for n in (i for i in ids if i in base):
+            lent[n] = max(lent.get(n, 0.0), base[head])
+            lent[head] = max(lent.get(head, 0.0), base[n])
+    for i, score in lent.items():
+        have[i].cc = max(base[i], w * score)
+    return sorted(rows + added, key=lambda c: -(c.cc or 0.0))

@@ -1,0 +1,84 @@
+"""Neighbour turns (retrieval/neighbours.py): a weak row next to a strong one in its
+conversation rises to w × the strong row's score; strong rows keep their order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cpersona.index.vector_index import VectorIndex
+from cpersona.retrieval import neighbours
+from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.storage.scope import Scope
+
+DIM = 8
+QUESTION = "Melanie: Which book has been your favourite guide lately?"
+ANSWER = "Caroline: I loved Becoming Nicole by Amy Ellis Nutt, a true story."
+FILLER = [f"{who}: we talked about {topic} at length today" for who, topic in
+          [("Melanie", "pottery"), ("Caroline", "hiking"), ("Melanie", "camping"), ("Caroline", "painting"),
+           ("Melanie", "swimming"), ("Caroline", "the adoption agency"), ("Melanie", "music"),
+           ("Caroline", "a support group")]]
+
+
+def _vec(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=DIM)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def test_index_neighbours_follow_time_order_agent_and_scope():
+    index = VectorIndex(DIM)
+    # added out of order: the neighbours follow (created_at, id), not insertion
+    for row_id, stamp in [(3, "2025-01-03"), (1, "2025-01-01"), (5, "2025-01-05"), (2, "2025-01-02")]:
+        index.add(row_id, "a", "", "", stamp, _vec(row_id))
+    index.add(4, "a", "other-project", "", "2025-01-04", _vec(4))
+    index.add(9, "b", "", "", "2025-01-03T12", _vec(9))  # another agent, between a's rows in time
+    got = index.neighbours([1, 3, 5, 9, 77], Scope("a"))
+    assert got == {1: (2,), 3: (2, 4), 5: (4,), 9: ()}
+    scoped = index.neighbours([3, 5], Scope("a", "p"))  # project p sees '' rows, not other-project's
+    assert scoped == {3: (2, 5), 5: (3,)}
+
+
+@pytest.mark.parametrize(("setting", "alpha", "expected"),
+                         [(None, 0.1, 0.8), (None, 0.38, 0.24), (None, 0.6, 0.0), (0.3, 0.1, 0.3), (0.0, 0.1, 0.0)])
+def test_weight_is_the_setting_or_one_minus_twice_alpha(setting, alpha, expected):
+    assert neighbours.weight(setting, alpha) == pytest.approx(expected)
+
+
+def _conversation(http_engine_factory, weight, name):
+    engine = http_engine_factory(name, neighbour_weight=weight, gate_enabled=False, cc_alpha=0.2)
+    for text in [*FILLER[:4], QUESTION, ANSWER, *FILLER[4:]]:
+        assert engine.store("a", text)["result"] == "stored"
+    return engine
+
+
+def _recall(engine, query, **kw):
+    res = engine.recall(RecallRequest("a", query, 5, **kw), verbose=True)
+    return [m["content"] for m in reversed(res["messages"])], {m["content"]: m for m in res["messages"]}
+
+
+def test_the_turn_after_a_matching_question_is_returned_with_a_neighbour_weight(http_engine_factory):
+    query = "Which book has been her favourite guide?"
+    off, _ = _recall(_conversation(http_engine_factory, 0.0, "off.db"), query)
+    on, rows = _recall(_conversation(http_engine_factory, 0.9, "on.db"), query)
+    assert off[0] == QUESTION and ANSWER not in off  # the answer shares no word with the question
+    assert on[0] == QUESTION and set(on[1:3]) == {FILLER[3], ANSWER}  # the turns before and after it
+    reason = rows[ANSWER]["match_reason"]
+    assert reason["retrievers"] == [neighbours.CHANNEL]
+    assert reason["cc"] == pytest.approx(0.9 * rows[QUESTION]["match_reason"]["cc"], abs=1e-4)
+
+
+def test_fetched_neighbours_respect_the_exclusions(http_engine_factory):
+    engine = _conversation(http_engine_factory, 0.9, "x.db")
+    rows, _ = _recall(engine, "Which book has been her favourite guide?", exclude_contents=(ANSWER,))
+    assert rows[0] == QUESTION and ANSWER not in rows
+
+
+def test_strong_rows_keep_their_order(http_engine_factory):
+    """A row never loses score and two matching neighbours do not lift each other above
+    a better row elsewhere."""
+    query = "pottery hiking camping"
+    off, off_rows = _recall(_conversation(http_engine_factory, 0.0, "o.db"), query)
+    on, on_rows = _recall(_conversation(http_engine_factory, 0.9, "n.db"), query)
+    matched = [r for r in off if off_rows[r]["match_reason"].get("lexical")]
+    assert [r for r in on if r in matched] == matched
+    for r in matched:
+        assert on_rows[r]["match_reason"]["cc"] >= off_rows[r]["match_reason"]["cc"]

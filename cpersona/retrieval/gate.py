@@ -83,6 +83,14 @@ VECTOR_ALONE = 1.2
 #: (e.g. cosine 0.3 with half of the bar's word share). Measured in-process on the public sets
 #: (benchmarks/README.md, round 5).
 JOINT = 1.5
+#: Without a query vector a recall answers on words alone, with this fraction of the word
+#: share asked for (β 1: a row holding 20 % of the query's word information). At ½ (a quarter)
+#: SCALE's paraphrased preference questions, whose answer row holds only the person's name
+#: (coverage 0.23–0.25), came back empty (−0.009 NDCG@10) and 47 of LoCoMo's 1,536
+#: questions did; at 0.4: SCALE −0.0002, LoCoMo 16 empty (+0.0046), while LongMemEval's
+#: questions asked of LoCoMo's agents stay 56 % unanswered (68 % at ½) and the hand-written
+#: unanswerable questions of the tiny store all stay empty.
+NO_VECTOR_SHARE = 0.4
 
 
 def chance_maximum(n: int, mean: float, std: float) -> float | None:
@@ -98,9 +106,8 @@ def answer_bar(vector_threshold: float, beta: float, vectors: bool = True,
     β = 1 (balanced): the agent's vector threshold and half of the query's word
     information; the weight β/(1+β) of precision in an F-β trade-off scales both (strict
     β 2 → 2/3 of the words, 1.33 × the threshold; lenient β 0.5 → 1/3, 0.67 ×). Without a
-    query vector (embeddings off or unreachable) nothing can vouch for a paraphrase, so the
-    word share asked for is halved: on the hand-written 14-memory store, keyword-only recall
-    otherwise answered 8 of 13 answerable questions.
+    query vector (embeddings off or unreachable) the words must answer alone, at
+    `NO_VECTOR_SHARE` of that share (a fifth of the words at β 1).
 
     `background` = (n, σ) of the query's cosines over its scan window: beyond
     `POOL_SATURATION` rows the cosine unit rises by σ·(√(2 ln n) − √(2 ln 500)), the growth
@@ -112,7 +119,7 @@ def answer_bar(vector_threshold: float, beta: float, vectors: bool = True,
     if background is not None and background[0] > POOL_SATURATION:
         n, sigma = background
         cosine += sigma * (math.sqrt(2 * math.log(n)) - math.sqrt(2 * math.log(POOL_SATURATION)))
-    return cosine, share if vectors else share / 2
+    return cosine, share if vectors else share * NO_VECTOR_SHARE
 
 
 def min_score(pool: int, deep: bool = False) -> float:

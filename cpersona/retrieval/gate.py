@@ -224,7 +224,10 @@ class Gate:
     def _evident(self, cand: Candidate) -> bool:
         assert self.answer is not None
         cos_unit, cov_unit = self.answer
-        vector, words = (cand.cosine or 0.0) / cos_unit, (cand.coverage or 0.0) / cov_unit
+        cosine = cand.cosine if cand.cosine is not None else 0.0
+        # a threshold ≤ 0 (CPERSONA_VECTOR_MIN_SIMILARITY may be negative): any cosine reaching it answers
+        vector = cosine / cos_unit if cos_unit > 0 else (math.inf if cosine >= cos_unit else 0.0)
+        words = (cand.coverage or 0.0) / cov_unit
         outlier = self.chance_max is not None and cand.cosine is not None and cand.cosine >= self.chance_max
         return words >= 1.0 or vector + words >= JOINT or vector + (words if outlier else 0.0) >= VECTOR_ALONE
 

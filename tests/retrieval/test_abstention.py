@@ -129,3 +129,12 @@ def test_identifiers_are_needles_but_years_and_hyphenated_words_are_not(query, n
     from cpersona.retrieval.gate import exact_needles
 
     assert exact_needles(query)[1:] == needles
+
+
+def test_a_threshold_of_zero_or_below_lets_any_cosine_answer():
+    from cpersona.retrieval.candidate import MEMORY, Candidate
+    from cpersona.retrieval.gate import Gate
+
+    row = [Candidate(MEMORY, 1, "r", cosine=0.01, coverage=0.0, cc=0.5)]
+    assert Gate(600, 0.2, 60, False, (), answer=answer_bar(0.0, 1.0)).answers(row)
+    assert Gate(600, 0.2, 60, False, (), answer=answer_bar(-0.2, 1.0)).answers(row)

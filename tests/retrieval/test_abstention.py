@@ -5,6 +5,7 @@ prior (retrieval/recency.py)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ def test_precision_moves_the_answer_bar():
     strict, balanced, lenient = (answer_bar(0.3, b) for b in (2.0, 1.0, 0.5))
     assert strict[0] > balanced[0] > lenient[0] and strict[1] > balanced[1] > lenient[1]
     assert balanced == (pytest.approx(0.3), 0.5)
-    assert answer_bar(0.3, 1.0, vectors=False)[1] == 0.25
+    assert answer_bar(0.3, 1.0, vectors=False)[1] == pytest.approx(0.2)
 
 
 def test_strict_returns_less_than_lenient_on_unanswerable_questions(http_engine_factory):
@@ -89,3 +90,51 @@ def test_only_the_rows_a_recall_would_return_can_make_it_answer():
     gate = Gate(600, 0.2, 60, False, (), answer=(0.3, 0.5))
     assert gate.apply([*weak, deep], limit=3) == []  # the answering row is beyond the limit
     assert gate.apply([*weak, deep], limit=4)  # within it: the recall answers
+
+
+def _answers(rows, **kw):
+    from cpersona.retrieval.gate import Gate
+
+    return Gate(600, 0.2, 60, False, (), answer=(0.3, 0.5), **kw).answers(rows)
+
+
+def test_a_row_answers_on_joint_evidence_and_a_cosine_alone_needs_more():
+    from cpersona.retrieval.candidate import MEMORY, Candidate
+
+    def row(cos, cov):
+        return [Candidate(MEMORY, 1, "r", cosine=cos, coverage=cov, cc=0.5)]
+
+    assert _answers(row(0.27, 0.30))  # 0.9 + 0.6 of the bars = 1.5: both halves agree
+    assert not _answers(row(0.27, 0.25))  # 0.9 + 0.5: too little of either
+    assert not _answers(row(0.33, 0.0))  # a cosine alone must reach 1.2 × the bar
+    assert _answers(row(0.36, 0.0))
+    assert _answers(row(0.0, 0.5))  # half of the query's word information alone
+    # above the chance maximum of its window, the row's words count toward the cosine's bar
+    assert _answers(row(0.33, 0.05), chance_max=0.32) and not _answers(row(0.33, 0.05), chance_max=0.34)
+
+
+def test_the_cosine_bar_rises_with_a_large_scan_window():
+    small = answer_bar(0.3, 1.0, background=(400, 0.07))[0]
+    large = answer_bar(0.3, 1.0, background=(10_000, 0.07))[0]
+    assert small == pytest.approx(0.3)
+    assert large == pytest.approx(0.3 + 0.07 * (math.sqrt(2 * math.log(10_000)) - math.sqrt(2 * math.log(500))))
+
+
+@pytest.mark.parametrize("query, needles", [
+    ("is CVE-2024-3094 fixed?", ["cve-2024-3094"]), ("what does ERR_TIMEOUT_1750 mean", ["err_timeout_1750"]),
+    ("logs of 2024-01-07 please", ["2024-01-07"]), ("we run python 3.11", ["3.11"]), ("call getUserName now", ["getusername"]),
+    ("what happened in 2023?", []), ("who drew a self-portrait?", []), ("the 10,000 rows", []),
+])
+def test_identifiers_are_needles_but_years_and_hyphenated_words_are_not(query, needles):
+    from cpersona.retrieval.gate import exact_needles
+
+    assert exact_needles(query)[1:] == needles
+
+
+def test_a_threshold_of_zero_or_below_lets_any_cosine_answer():
+    from cpersona.retrieval.candidate import MEMORY, Candidate
+    from cpersona.retrieval.gate import Gate
+
+    row = [Candidate(MEMORY, 1, "r", cosine=0.01, coverage=0.0, cc=0.5)]
+    assert Gate(600, 0.2, 60, False, (), answer=answer_bar(0.0, 1.0)).answers(row)
+    assert Gate(600, 0.2, 60, False, (), answer=answer_bar(-0.2, 1.0)).answers(row)

@@ -10,7 +10,9 @@ LLM attends most to the end of its context (the design's "final reversal").
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -88,6 +90,9 @@ class RecallContext:
     returned: list[Candidate] = field(default_factory=list)
     #: rows that matched but were all held back by the gate (0 when any row is returned)
     withheld: int = 0
+    #: runs fn(session) on another read connection in a worker thread (None = no second
+    #: connection: every stage runs on `session`, one after the other)
+    parallel: Callable[[Callable[[Session], Any]], Future] | None = None
     #: the query's word terms and idf, set by `retrieve` (None: FTS off or blank query)
     words: lexical.WordQuery | None = None
     #: whether the vector channel ran (a query vector and a resident index), set by `retrieve`
@@ -138,12 +143,21 @@ def _excluded(content: str, exclusions: list[str]) -> bool:
 def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate]]:
     """Stage 1: run every retriever; returns ordered channels name → best-first rows."""
     blank = not req.query.strip()
-    words = lexical.word_query(ctx.session, req.query) if ctx.session.search.fts_enabled and not blank else None
-    ctx.words = words
-    query = retrievers.Query(req.query, req.scope, req.limit, req.source_id, words)
+    fts = ctx.session.search.fts_enabled and not blank
     depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
+    word_half = None
+    if fts and ctx.parallel is not None:  # the word half on another connection, beside the trigram MATCH
+        word_half = ctx.parallel(partial(retrievers.word_channel,
+                                         query=retrievers.Query(req.query, req.scope, depth, req.source_id)))
+        words = None
+    else:
+        words = lexical.word_query(ctx.session, req.query) if fts else None
+    query = retrievers.Query(req.query, req.scope, req.limit, req.source_id, words)
     # Keyword channels first: the query vector may still be computing in another thread.
-    keyword_channels = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth))}
+    keyword_channels = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth),
+                                                      word_half.result if word_half is not None else None)}
+    ctx.words = word_half.result()[0] if word_half is not None else words
+    query = replace(query, words=ctx.words)
     if not blank:
         keyword_channels["episodes"] = retrievers.episodes_fts(ctx.session, query)
     channels: dict[str, list[Candidate]] = {}

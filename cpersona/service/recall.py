@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -27,7 +28,7 @@ from cpersona.retrieval.pipeline import recall as run_pipeline
 from cpersona.service.base import ServiceBase
 from cpersona.service.outcomes import RecallResult
 from cpersona.service.shaping import compact_recall
-from cpersona.storage import Database
+from cpersona.storage import Database, Session
 from cpersona.storage.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class RecallService(ServiceBase):
     """The read tools; mixed into `Engine` (which sets `_query_pool` and `_pool_counts`)."""
 
     _query_pool: ThreadPoolExecutor
+    _read_pool: ThreadPoolExecutor
     _pool_counts: PoolCounts
 
     def recall(self, req: RecallRequest, trace: dict | None = None, preview_rows: bool = False,
@@ -109,6 +111,8 @@ class RecallService(ServiceBase):
         with self.db.read() as s:
             ctx = make_context(self.settings, s, indexes, agent_gate, lambda _text: None, self.pool_size)
             ctx.embed_query = lambda _text: self._await_query_vector(pending, ctx)
+            if self.db.parallel_reads:
+                ctx.parallel = lambda fn: self._read_pool.submit(self._in_reader, fn)
             messages = run_pipeline(ctx, req)
         if trace is not None:
             trace.update(ctx.trace)
@@ -127,6 +131,11 @@ class RecallService(ServiceBase):
         if notice:
             response["update_notice"] = notice
         return response
+
+    def _in_reader(self, fn: Callable[[Session], Any]) -> Any:
+        """fn(session) on the calling (worker) thread's own read connection."""
+        with self.db.read() as s:
+            return fn(s)
 
     def pool_size(self, scope: Scope) -> int:
         """Memories + episodes in `scope` (the gate's pool), cached until the file changes."""

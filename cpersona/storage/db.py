@@ -224,6 +224,12 @@ class Database(ChunkedWrites):
         with self._commit_order:
             yield
 
+    @property
+    def parallel_reads(self) -> bool:
+        """Whether a recall may read on a second thread's connection at the same time (a
+        file; ":memory:" reads share the write connection under one lock)."""
+        return not self.memory
+
     def reader(self) -> sqlite3.Connection:
         """The calling thread's read connection (autocommit; never holds a transaction)."""
         if self.memory:

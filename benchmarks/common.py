@@ -477,6 +477,23 @@ async def wait_embedding_ready(server: McpServer, timeout_s: float = 180.0) -> f
         await anyio.sleep(0.25)
 
 
+async def wait_calibration_settled(server: McpServer, agent_id: str, timeout_s: float = 900.0) -> float:
+    """Poll `get_recall_precision` until the server's startup calibration is no longer
+    running (it recalibrates every agent in a background thread when the calibration file
+    is missing or stale — e.g. a database copied without it — and recalls timed meanwhile
+    share the CPU with it). Returns the seconds waited; raises TimeoutError."""
+    import anyio
+
+    started = time.perf_counter()
+    while True:
+        payload, _ = await server.call("get_recall_precision", {"agent_id": agent_id})
+        if not ((payload.get("calibration") or {}).get("startup") or {}).get("running"):
+            return time.perf_counter() - started
+        if time.perf_counter() - started > timeout_s:
+            raise TimeoutError(f"startup calibration still running after {timeout_s:.0f}s")
+        await anyio.sleep(0.5)
+
+
 def count_unembedded(db_path: Path | str) -> tuple[int, int]:
     """(rows with embedding IS NULL, all rows) in `memories`, via a read-only connection
     (`db_path` may be a postgresql:// URL: benchmarks/pg.py)."""

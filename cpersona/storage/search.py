@@ -114,6 +114,16 @@ class SearchRepo:
                 found[g] = row[0]
         return found
 
+    def index_generation(self, fts: str) -> bytes | None:
+        """A value that differs whenever the FTS5 table `fts` changed: its averages and
+        structure records (FTS5 rewrites the structure record, which holds a write counter,
+        whenever a commit changes the index: https://www.sqlite.org/fts5.html, and fts5_index.c).
+        None inside a transaction, where uncommitted rows are not in those records yet."""
+        if self.conn.in_transaction:
+            return None
+        records = self.conn.execute(f"SELECT block FROM {fts}_data WHERE id IN (1, 10) ORDER BY id")
+        return b"|".join(r[0] for r in records)
+
     def database_file(self) -> str:
         """The main database's file name ('' for an in-memory database)."""
         return self.conn.execute("PRAGMA database_list").fetchone()[2]

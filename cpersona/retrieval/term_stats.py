@@ -10,7 +10,6 @@ table created in the connection's TEMP schema (the database file is not changed)
 matches at most as many rows as its rarest trigram. Counting a trigram's rows walks its
 posting list (~0.3 ms), so counts are cached per database file and table, and the cache is
 dropped when the table has grown or shrunk by more than REFRESH_RATIO since it was filled.
-Below MIN_ROWS rows the counts are exact: cached only while the index is unchanged.
 """
 
 from __future__ import annotations
@@ -29,10 +28,6 @@ TRIGRAM = 3
 REFRESH_RATIO = 0.1
 
 _cache: dict[tuple[str, str], tuple[int, dict[str, int]]] = {}
-#: Exact counts below MIN_ROWS rows: (index generation, term → rows), per file and table.
-_exact: dict[tuple[str, str], tuple[bytes, dict[str, int]]] = {}
-#: Terms kept per table before the exact cache starts over.
-EXACT_CACHE_TERMS = 50_000
 _cache_lock = threading.Lock()
 
 
@@ -85,8 +80,8 @@ def idf(session: Session, fts_table: str, terms: list[str]) -> tuple[dict[str, f
 
 def _doc_counts(session: Session, fts_table: str, rows: int, grams: set[str]) -> dict[str, int]:
     """Rows containing each term (cached from MIN_ROWS rows up; see module docstring)."""
-    if rows < MIN_ROWS:  # exact counts, never stale
-        return _exact_counts(session, fts_table, grams)
+    if rows < MIN_ROWS:  # short posting lists: exact counts are cheap, and never stale
+        return session.search.term_doc_counts(fts_table, sorted(grams))
     key = (session.search.database_file(), fts_table)
     with _cache_lock:
         filled_at, counts = _cache.get(key, (rows, {}))
@@ -98,28 +93,4 @@ def _doc_counts(session: Session, fts_table: str, rows: int, grams: set[str]) ->
         with _cache_lock:
             counts = {**counts, **found}
             _cache[key] = (filled_at, counts)
-    return counts
-
-
-def _exact_counts(session: Session, fts_table: str, grams: set[str]) -> dict[str, int]:
-    """Exact rows containing each term, cached while the index is unchanged (its generation,
-    read before and after the counts, is the same): the common words of one query are the
-    common words of the next, and their posting lists are the long ones to walk."""
-    before = session.search.index_generation(fts_table)
-    if before is None:
-        return session.search.term_doc_counts(fts_table, sorted(grams))
-    key = (session.search.database_file(), fts_table)
-    with _cache_lock:
-        generation, counts = _exact.get(key, (before, {}))
-        if generation != before or len(counts) > EXACT_CACHE_TERMS:
-            counts = {}
-        missing = sorted(g for g in grams if g not in counts)
-    if not missing:
-        return counts
-    found = session.search.term_doc_counts(fts_table, missing)
-    if session.search.index_generation(fts_table) != before:  # changed meanwhile: every count afresh
-        return session.search.term_doc_counts(fts_table, sorted(grams))
-    counts = {**counts, **found}
-    with _cache_lock:
-        _exact[key] = (before, counts)
     return counts

@@ -29,6 +29,7 @@ from cpersona.storage import migration
 from cpersona.storage.chunks import ChunkedWrites
 from cpersona.storage.failures import Conditions, condition_of
 from cpersona.storage.file_identity import FileIdentity
+from cpersona.storage.fts_counts import CountingConnection
 from cpersona.storage.session import Session
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,8 @@ class Database(ChunkedWrites):
         if mode is not None and not self.memory:
             target, uri = f"{Path(self.path).resolve().as_uri()}?mode={mode}", True
         timeout = self.busy_timeout_ms
-        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout / 1000, uri=uri)
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout / 1000, uri=uri,
+                               factory=CountingConnection)
         conn.execute(f"PRAGMA busy_timeout={timeout}")
         return conn
 

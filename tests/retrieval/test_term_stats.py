@@ -104,9 +104,6 @@ def test_idf_stays_defined_when_rows_arrive_between_its_two_reads():
         def term_doc_counts(self, fts: str, terms: list[str]) -> dict[str, int]:
             return {"deploy": 14, "rare": 1}  # read after 5 more rows holding "deploy" arrived
 
-        def index_generation(self, fts: str) -> bytes | None:
-            return None  # no change marker: counts read every time
-
     class Session:
         search = Search()
 
@@ -116,7 +113,7 @@ def test_idf_stays_defined_when_rows_arrive_between_its_two_reads():
 
 
 def test_cached_word_counts_follow_every_change_of_the_index(tmp_path):
-    """Below MIN_ROWS the word counts are cached while the index is unchanged: a store, an
+    """Term counts are cached per connection while the file is unchanged: a store, an
     update, a delete (by this process or another connection) shows in the next idf."""
     import sqlite3
 

@@ -194,10 +194,6 @@ class PgSearchRepo:
             found[g] = scalar(self.conn, query, [pattern] * len(searched))
         return found
 
-    def index_generation(self, fts: str) -> bytes | None:
-        """None: no cheap change marker of an index here, so counts are read every time."""
-        return None
-
     def database_file(self) -> str:
         """This database's identity (server, database, schema), for per-database caches."""
         info = self.conn.info

@@ -145,7 +145,10 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
     blank = not req.query.strip()
     fts = ctx.session.search.fts_enabled and not blank
     depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
-    word_half = None
+    word_half = vector_half = None
+    if not blank and ctx.parallel is not None and ctx.memory_index is not None:  # waits for the query vector
+        vector_half = ctx.parallel(partial(_vector_channel, ctx, retrievers.Query(req.query, req.scope, req.limit,
+                                                                                  req.source_id)))
     if fts and ctx.parallel is not None:  # the word half on another connection, beside the trigram MATCH
         word_half = ctx.parallel(partial(retrievers.word_channel,
                                          query=retrievers.Query(req.query, req.scope, depth, req.source_id)))
@@ -161,15 +164,11 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
     if not blank:
         keyword_channels["episodes"] = retrievers.episodes_fts(ctx.session, query)
     channels: dict[str, list[Candidate]] = {}
-    qvec = None if blank else ctx.embed_query(req.query)
-    ctx.vectors = qvec is not None and ctx.memory_index is not None
-    if qvec is not None and ctx.memory_index is not None:
-        factor = 1.0 if ctx.mode == "cascade" else 0.5
-        ctx.background = WindowStats()
-        channels["vector"] = retrievers.vector(
-            ctx.session, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window, ctx.vector_threshold * factor,
-            ctx.background,
-        )
+    found = None if blank else vector_half.result() if vector_half is not None else \
+        _vector_channel(ctx, query, ctx.session)
+    ctx.vectors = found is not None
+    if found is not None:
+        channels["vector"], ctx.background = found
         ctx.trace["background"] = {"n": ctx.background.n, "mean": ctx.background.mean, "std": ctx.background.std}
     for name in ("episodes", "keyword"):  # canonical channel order: vector, episodes, keyword
         if name in keyword_channels:
@@ -180,6 +179,20 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
             if name in channels:
                 channels[name] = [c for c in channels[name] if not _excluded(c.content, exclusions)]
     return channels
+
+
+def _vector_channel(ctx: RecallContext, query: retrievers.Query,
+                    session: Session) -> tuple[list[Candidate], WindowStats] | None:
+    """The vector retriever's rows and the query's cosines over the memory scan window (count,
+    mean, std); None without a query vector or a resident index. Waits for the query vector."""
+    qvec = ctx.embed_query(query.text)
+    if qvec is None or ctx.memory_index is None:
+        return None
+    factor = 1.0 if ctx.mode == "cascade" else 0.5
+    stats = WindowStats()
+    rows = retrievers.vector(session, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window,
+                             ctx.vector_threshold * factor, stats)
+    return rows, stats
 
 
 def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candidate]]) -> list[Candidate]:

@@ -1,6 +1,8 @@
 """Reading memories back: recall, recall_with_context, get_contents.
 
-A recall embeds its query in a worker thread while the keyword retrievers run, builds the
+A recall embeds its query in a worker thread while the keyword retrievers run (on a SQLite
+file the word index's MATCH and the vector retriever run on read connections of other worker
+threads beside the trigram MATCH: `RecallContext.parallel`), builds the
 agent's calibrated gate, runs the pipeline (cpersona/retrieval/pipeline.py: where rows are
 ranked) and adds what the caller must know: the degraded-search `advisory`, the `gate`
 notice when calibration is missing, `gate_fallback`. The gate's pool count is cached until

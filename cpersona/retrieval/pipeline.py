@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,6 +24,8 @@ from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, rece
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
+
+T = TypeVar("T")
 
 #: Exclusion entries shorter than this exclude only exact equals.
 EXCLUDE_PREFIX_MIN = 32
@@ -146,26 +148,24 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
     fts = ctx.session.search.fts_enabled and not blank
     depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
     word_half = vector_half = None
-    if not blank and ctx.parallel is not None and ctx.memory_index is not None:  # waits for the query vector
-        vector_half = ctx.parallel(partial(_vector_channel, ctx, retrievers.Query(req.query, req.scope, req.limit,
-                                                                                  req.source_id)))
     if fts and ctx.parallel is not None:  # the word half on another connection, beside the trigram MATCH
-        word_half = ctx.parallel(partial(retrievers.word_channel,
-                                         query=retrievers.Query(req.query, req.scope, depth, req.source_id)))
+        word_half = _beside(ctx.parallel, ctx.session, partial(
+            retrievers.word_channel, query=retrievers.Query(req.query, req.scope, depth, req.source_id)))
         words = None
     else:
         words = lexical.word_query(ctx.session, req.query) if fts else None
+    if not blank and ctx.parallel is not None and ctx.memory_index is not None:  # waits for the query vector
+        vector_half = _beside(ctx.parallel, ctx.session, partial(
+            _vector_channel, ctx, retrievers.Query(req.query, req.scope, req.limit, req.source_id)))
     query = retrievers.Query(req.query, req.scope, req.limit, req.source_id, words)
     # Keyword channels first: the query vector may still be computing in another thread.
-    keyword_channels = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth),
-                                                      word_half.result if word_half is not None else None)}
-    ctx.words = word_half.result()[0] if word_half is not None else words
+    keyword_channels = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth), word_half)}
+    ctx.words = word_half()[0] if word_half is not None else words
     query = replace(query, words=ctx.words)
     if not blank:
         keyword_channels["episodes"] = retrievers.episodes_fts(ctx.session, query)
     channels: dict[str, list[Candidate]] = {}
-    found = None if blank else vector_half.result() if vector_half is not None else \
-        _vector_channel(ctx, query, ctx.session)
+    found = None if blank else vector_half() if vector_half is not None else _vector_channel(ctx, query, ctx.session)
     ctx.vectors = found is not None
     if found is not None:
         channels["vector"], ctx.background = found
@@ -179,6 +179,23 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
             if name in channels:
                 channels[name] = [c for c in channels[name] if not _excluded(c.content, exclusions)]
     return channels
+
+
+def _beside(start: Callable[[Callable[[Session], Any]], Future], session: Session,
+            fn: Callable[[Session], T]) -> Callable[[], T]:
+    """Start fn(session) on another read connection (`start`, the context's `parallel`);
+    returns the function giving its result. A job no worker has started by the time it is
+    wanted is taken back and run on `session`: a busy pool (many concurrent recalls) never
+    makes a recall wait longer than running it here."""
+    job = start(fn)
+    done: list[T] = []
+
+    def result() -> T:
+        if not done:
+            done.append(fn(session) if job.cancel() else job.result())
+        return done[0]
+
+    return result
 
 
 def _vector_channel(ctx: RecallContext, query: retrievers.Query,

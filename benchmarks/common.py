@@ -31,6 +31,7 @@ from typing import Any
 import pg
 from mcp_server import McpServer as McpServer
 from mcp_server import ToolError as ToolError
+from mcp_server import proc_cpu_s as proc_cpu_s
 from mcp_server import proc_memory_mb as proc_memory_mb
 from mcp_server import server_children as server_children
 from metrics import METRIC_KEYS as METRIC_KEYS
@@ -236,6 +237,23 @@ async def wait_embedding_ready(server: McpServer, timeout_s: float = 180.0) -> f
         if time.perf_counter() - started > timeout_s:
             raise TimeoutError(f"embedding backend not ready after {timeout_s:.0f}s: {advisory.get('reason')}")
         await anyio.sleep(0.25)
+
+
+async def wait_calibration_settled(server: McpServer, agent_id: str, timeout_s: float = 900.0) -> float:
+    """Poll `get_recall_precision` until the server's startup calibration is no longer
+    running (it recalibrates every agent in a background thread when the calibration file
+    is missing or stale — e.g. a database copied without it — and recalls timed meanwhile
+    share the CPU with it). Returns the seconds waited; raises TimeoutError."""
+    import anyio
+
+    started = time.perf_counter()
+    while True:
+        payload, _ = await server.call("get_recall_precision", {"agent_id": agent_id})
+        if not ((payload.get("calibration") or {}).get("startup") or {}).get("running"):
+            return time.perf_counter() - started
+        if time.perf_counter() - started > timeout_s:
+            raise TimeoutError(f"startup calibration still running after {timeout_s:.0f}s")
+        await anyio.sleep(0.5)
 
 
 def count_unembedded(db_path: Path | str) -> tuple[int, int]:

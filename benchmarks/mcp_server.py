@@ -56,6 +56,17 @@ def proc_memory_mb(pid: int | None) -> dict[str, float | None]:
     return out
 
 
+def proc_cpu_s(pid: int | None) -> float | None:
+    """User + system CPU seconds of `pid` so far, every thread (/proc/<pid>/stat); None if unreadable."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # ---------------------------------------------------------------------------- MCP
 class ToolError(RuntimeError):
     """The MCP call itself failed (protocol error / isError result), not `ok: false`."""

@@ -10,8 +10,10 @@ LLM attends most to the end of its context (the design's "final reversal").
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -23,6 +25,8 @@ from cpersona.retrieval import neighbours as turns
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
+
+T = TypeVar("T")
 
 #: Exclusion entries shorter than this exclude only exact equals.
 EXCLUDE_PREFIX_MIN = 32
@@ -91,6 +95,9 @@ class RecallContext:
     returned: list[Candidate] = field(default_factory=list)
     #: rows that matched but were all held back by the gate (0 when any row is returned)
     withheld: int = 0
+    #: runs fn(session) on another read connection in a worker thread (None = no second
+    #: connection: every stage runs on `session`, one after the other)
+    parallel: Callable[[Callable[[Session], Any]], Future] | None = None
     #: the query's word terms and idf, set by `retrieve` (None: FTS off or blank query)
     words: lexical.WordQuery | None = None
     #: whether the vector channel ran (a query vector and a resident index), set by `retrieve`
@@ -141,24 +148,30 @@ def _excluded(content: str, exclusions: list[str]) -> bool:
 def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate]]:
     """Stage 1: run every retriever; returns ordered channels name → best-first rows."""
     blank = not req.query.strip()
-    words = lexical.word_query(ctx.session, req.query) if ctx.session.search.fts_enabled and not blank else None
-    ctx.words = words
-    query = retrievers.Query(req.query, req.scope, req.limit, req.source_id, words)
+    fts = ctx.session.search.fts_enabled and not blank
     depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
+    word_half = vector_half = None
+    if fts and ctx.parallel is not None:  # the word half on another connection, beside the trigram MATCH
+        word_half = _beside(ctx.parallel, ctx.session, partial(
+            retrievers.word_channel, query=retrievers.Query(req.query, req.scope, depth, req.source_id)))
+        words = None
+    else:
+        words = lexical.word_query(ctx.session, req.query) if fts else None
+    if not blank and ctx.parallel is not None and ctx.memory_index is not None:  # waits for the query vector
+        vector_half = _beside(ctx.parallel, ctx.session, partial(
+            _vector_channel, ctx, retrievers.Query(req.query, req.scope, req.limit, req.source_id)))
+    query = retrievers.Query(req.query, req.scope, req.limit, req.source_id, words)
     # Keyword channels first: the query vector may still be computing in another thread.
-    keyword_channels = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth))}
+    keyword_channels = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth), word_half)}
+    ctx.words = word_half()[0] if word_half is not None else words
+    query = replace(query, words=ctx.words)
     if not blank:
         keyword_channels["episodes"] = retrievers.episodes_fts(ctx.session, query)
     channels: dict[str, list[Candidate]] = {}
-    qvec = None if blank else ctx.embed_query(req.query)
-    ctx.vectors = qvec is not None and ctx.memory_index is not None
-    if qvec is not None and ctx.memory_index is not None:
-        factor = 1.0 if ctx.mode == "cascade" else 0.5
-        ctx.background = WindowStats()
-        channels["vector"] = retrievers.vector(
-            ctx.session, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window, ctx.vector_threshold * factor,
-            ctx.background,
-        )
+    found = None if blank else vector_half() if vector_half is not None else _vector_channel(ctx, query, ctx.session)
+    ctx.vectors = found is not None
+    if found is not None:
+        channels["vector"], ctx.background = found
         ctx.trace["background"] = {"n": ctx.background.n, "mean": ctx.background.mean, "std": ctx.background.std}
     for name in ("episodes", "keyword"):  # canonical channel order: vector, episodes, keyword
         if name in keyword_channels:
@@ -169,6 +182,37 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
             if name in channels:
                 channels[name] = [c for c in channels[name] if not _excluded(c.content, exclusions)]
     return channels
+
+
+def _beside(start: Callable[[Callable[[Session], Any]], Future], session: Session,
+            fn: Callable[[Session], T]) -> Callable[[], T]:
+    """Start fn(session) on another read connection (`start`, the context's `parallel`);
+    returns the function giving its result. A job no worker has started by the time it is
+    wanted is taken back and run on `session`: a busy pool (many concurrent recalls) never
+    makes a recall wait longer than running it here."""
+    job = start(fn)
+    done: list[T] = []
+
+    def result() -> T:
+        if not done:
+            done.append(fn(session) if job.cancel() else job.result())
+        return done[0]
+
+    return result
+
+
+def _vector_channel(ctx: RecallContext, query: retrievers.Query,
+                    session: Session) -> tuple[list[Candidate], WindowStats] | None:
+    """The vector retriever's rows and the query's cosines over the memory scan window (count,
+    mean, std); None without a query vector or a resident index. Waits for the query vector."""
+    qvec = ctx.embed_query(query.text)
+    if qvec is None or ctx.memory_index is None:
+        return None
+    factor = 1.0 if ctx.mode == "cascade" else 0.5
+    stats = WindowStats()
+    rows = retrievers.vector(session, query, qvec, ctx.memory_index, ctx.episode_index, ctx.window,
+                             ctx.vector_threshold * factor, stats)
+    return rows, stats
 
 
 def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candidate]]) -> list[Candidate]:

@@ -10,6 +10,7 @@ Each returns candidates best-first, at most `limit`, inside the query's scope.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,9 +121,25 @@ def backfill_cosine(rows: list[Candidate], qvec: np.ndarray | None, memories: Ve
     return done
 
 
-def keyword(session: Session, query: Query) -> list[Candidate]:
+#: The word half of the memory keyword channel: the query's word terms and the word index's
+#: matches (row, bm25), best first.
+WordHits = tuple[lexical.WordQuery, list[tuple[MemoryRow, float]]]
+
+
+def word_channel(session: Session, query: Query) -> WordHits:
+    """The word index's half of the keyword channel (`keyword` fuses it with the trigram
+    half). It reads nothing the trigram half writes, so it may run on another connection
+    while the trigram MATCH runs (SQLite releases the GIL while it steps a statement)."""
+    wq = query.words or lexical.word_query(session, query.text)
+    return wq, lexical.word_hits(session, wq, lambda expr: session.search.memories_words(
+        expr, query.scope, query.source_id, query.limit))
+
+
+def keyword(session: Session, query: Query, words: Callable[[], WordHits] | None = None) -> list[Candidate]:
     """Memory keyword channel: the trigram and word indexes fused (retrieval/lexical.py);
-    the LIKE fallback when FTS is off or neither index matched.
+    the LIKE fallback when FTS is off or neither index matched. `words` returns the word
+    half when the caller started it elsewhere (`word_channel` of the same query); None =
+    computed here, after the trigram MATCH.
 
     A blank query returns the newest `limit` memories (pure recency, no score).
     """
@@ -136,9 +153,8 @@ def keyword(session: Session, query: Query) -> list[Candidate]:
     for row, rank in trigram:
         found[row.id] = memory_candidate(row)
         found[row.id].bm25 = rank
-    wq = query.words or lexical.word_query(session, query.text)
-    for row, rank in lexical.word_hits(session, wq, lambda expr: session.search.memories_words(
-            expr, query.scope, query.source_id, query.limit)):
+    wq, word_rows = words() if words is not None else word_channel(session, query)
+    for row, rank in word_rows:
         cand = found.setdefault(row.id, memory_candidate(row))
         cand.word_bm25 = rank
     if not found:

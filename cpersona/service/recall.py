@@ -1,6 +1,8 @@
 """Reading memories back: recall, recall_with_context, get_contents.
 
-A recall embeds its query in a worker thread while the keyword retrievers run, builds the
+A recall embeds its query in a worker thread while the keyword retrievers run (on a SQLite
+file the word index's MATCH and the vector retriever run on read connections of other worker
+threads beside the trigram MATCH: `RecallContext.parallel`), builds the
 agent's calibrated gate, runs the pipeline (cpersona/retrieval/pipeline.py: where rows are
 ranked) and adds what the caller must know: the degraded-search `advisory`, the `gate`
 notice when calibration is missing, `gate_fallback`. The gate's pool count is cached until
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -27,7 +30,7 @@ from cpersona.retrieval.pipeline import recall as run_pipeline
 from cpersona.service.base import ServiceBase
 from cpersona.service.outcomes import RecallResult
 from cpersona.service.shaping import compact_recall
-from cpersona.storage import Database
+from cpersona.storage import Database, Session
 from cpersona.storage.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ class RecallService(ServiceBase):
     """The read tools; mixed into `Engine` (which sets `_query_pool` and `_pool_counts`)."""
 
     _query_pool: ThreadPoolExecutor
+    _read_pool: ThreadPoolExecutor
     _pool_counts: PoolCounts
 
     def recall(self, req: RecallRequest, trace: dict | None = None, preview_rows: bool = False,
@@ -109,6 +113,8 @@ class RecallService(ServiceBase):
         with self.db.read() as s:
             ctx = make_context(self.settings, s, indexes, agent_gate, lambda _text: None, self.pool_size)
             ctx.embed_query = lambda _text: self._await_query_vector(pending, ctx)
+            if self.db.parallel_reads:
+                ctx.parallel = lambda fn: self._read_pool.submit(self._in_reader, fn)
             messages = run_pipeline(ctx, req)
         if trace is not None:
             trace.update(ctx.trace)
@@ -127,6 +133,11 @@ class RecallService(ServiceBase):
         if notice:
             response["update_notice"] = notice
         return response
+
+    def _in_reader(self, fn: Callable[[Session], Any]) -> Any:
+        """fn(session) on the calling (worker) thread's own read connection."""
+        with self.db.read() as s:
+            return fn(s)
 
     def pool_size(self, scope: Scope) -> int:
         """Memories + episodes in `scope` (the gate's pool), cached until the file changes."""

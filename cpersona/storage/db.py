@@ -30,6 +30,7 @@ from cpersona.storage.chunks import ChunkedWrites
 from cpersona.storage.commit_order import CommitOrdered
 from cpersona.storage.failures import Conditions, condition_of
 from cpersona.storage.file_identity import FileIdentity
+from cpersona.storage.fts_counts import CountingConnection
 from cpersona.storage.session import Session
 
 log = logging.getLogger(__name__)
@@ -177,7 +178,8 @@ class Database(CommitOrdered, ChunkedWrites):
         if mode is not None and not self.memory:
             target, uri = f"{Path(self.path).resolve().as_uri()}?mode={mode}", True
         timeout = self.busy_timeout_ms
-        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout / 1000, uri=uri)
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout / 1000, uri=uri,
+                               factory=CountingConnection)
         conn.execute(f"PRAGMA busy_timeout={timeout}")
         return conn
 
@@ -218,6 +220,12 @@ class Database(CommitOrdered, ChunkedWrites):
             except BaseException:
                 _rollback(conn)
                 raise
+
+    @property
+    def parallel_reads(self) -> bool:
+        """Whether a recall may read on a second thread's connection at the same time (a
+        file; ":memory:" reads share the write connection under one lock)."""
+        return not self.memory
 
     def reader(self) -> sqlite3.Connection:
         """The calling thread's read connection (autocommit; never holds a transaction)."""

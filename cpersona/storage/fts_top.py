@@ -33,6 +33,8 @@ import sqlite3
 from collections.abc import Iterator
 from itertools import takewhile
 
+from cpersona.storage import fts_counts
+
 #: FTS5's bm25 k1 (fts5_aux.c); each phrase adds less than idf·(k1 + 1) to a row's score.
 K1 = 1.2
 #: Prune only on tables of at least this many rows (by largest rowid): below it the counts
@@ -81,8 +83,8 @@ def _pruned(conn: sqlite3.Connection, fts: str, phrases: list[str], depth: int) 
     rows = conn.execute(f"SELECT MAX(id) FROM {fts}_docsize").fetchone()[0] or 0
     if rows < MIN_ROWS:
         return []
-    hits = {p: conn.execute(f"SELECT COUNT(*) FROM {fts} WHERE {fts} MATCH ?", (f'"{p}"',)).fetchone()[0]
-            for p in phrases}
+    hits = fts_counts.cached(conn, "phrase", fts, phrases, lambda todo: {
+        p: conn.execute(f"SELECT COUNT(*) FROM {fts} WHERE {fts} MATCH ?", (f'"{p}"',)).fetchone()[0] for p in todo})
     bound = {p: (K1 + 1.0) * max(1e-6, math.log((rows - n + 0.5) / (n + 0.5))) for p, n in hits.items()}
     common, total = [], 0.0
     for p in sorted(phrases, key=lambda q: -hits[q])[:-1]:  # at least one phrase stays essential

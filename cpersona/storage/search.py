@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from cpersona.storage import episodes, fts_top, memories
+from cpersona.storage import episodes, fts_counts, fts_top, memories
 from cpersona.storage.records import EpisodeRow, MemoryRow
 from cpersona.storage.scope import Scope
 
@@ -104,15 +104,20 @@ class SearchRepo:
 
     def term_doc_counts(self, fts: str, grams: list[str]) -> dict[str, int]:
         """Rows of `fts` containing each term (a trigram, or a word of the word index), read
-        from its TEMP fts5vocab table."""
+        from its TEMP fts5vocab table (kept by the connection while the file is unchanged:
+        storage/fts_counts.py)."""
         vocab = f"{fts}_vocab"
         self.conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {fts}, 'row')")
-        found = {g: 0 for g in grams}
-        for g in grams:
-            row = self.conn.execute(f"SELECT doc FROM temp.{vocab} WHERE term = ?", (g,)).fetchone()
-            if row:
-                found[g] = row[0]
-        return found
+
+        def count(todo: list[str]) -> dict[str, int]:
+            found = {g: 0 for g in todo}
+            for g in todo:
+                row = self.conn.execute(f"SELECT doc FROM temp.{vocab} WHERE term = ?", (g,)).fetchone()
+                if row:
+                    found[g] = row[0]
+            return found
+
+        return fts_counts.cached(self.conn, "vocab", fts, grams, count)
 
     def database_file(self) -> str:
         """The main database's file name ('' for an in-memory database)."""

@@ -110,3 +110,34 @@ def test_idf_stays_defined_when_rows_arrive_between_its_two_reads():
     weights, counts = term_stats.idf(Session(), "memories_words", ["deploy", "rare"])  # type: ignore[arg-type]
     assert counts == {"deploy": 14, "rare": 1}
     assert weights["deploy"] == 1e-6 and weights["rare"] > 1.0
+
+
+def test_cached_word_counts_follow_every_change_of_the_index(tmp_path):
+    """Term counts are cached per connection while the file is unchanged: a store, an
+    update, a delete (by this process or another connection) shows in the next idf."""
+    import sqlite3
+
+    from cpersona.config import Settings
+    from cpersona.service.engine import Engine
+
+    eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "x.db"), embedding_mode="none"))
+    try:
+        def rows_holding(term: str) -> int:
+            with eng.db.read() as session:
+                return term_stats.idf(session, "memories_words", [term])[1][term]
+
+        first = eng.store("a", "the deploy failed twice")["id"]
+        eng.store("a", "lunch at noon")
+        assert rows_holding("deploy") == 1 and rows_holding("deploy") == 1  # second answer from the cache
+        eng.store("a", "another deploy today")
+        assert rows_holding("deploy") == 2
+        other = sqlite3.connect(tmp_path / "x.db")  # another process's connection
+        other.execute("UPDATE memories SET content = 'no such word' WHERE id = ?", (first,))
+        other.commit()
+        assert rows_holding("deploy") == 1
+        other.execute("DELETE FROM memories WHERE content = 'another deploy today'")
+        other.commit()
+        other.close()
+        assert rows_holding("deploy") == 0
+    finally:
+        eng.close()

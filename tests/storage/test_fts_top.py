@@ -69,3 +69,30 @@ def test_only_plain_or_lists_of_distinct_phrases_are_pruned():
     assert fts_top.or_phrases('"a" OR "b ""c"""') == ["a", 'b ""c""']
     assert fts_top.or_phrases('"a" AND "b"') is None
     assert fts_top.or_phrases("a OR b") is None
+
+
+def test_kept_phrase_counts_follow_another_connections_commit(tmp_path, monkeypatch):
+    """The phrase counts behind the pruning are kept by the connection (storage/fts_counts.py)
+    only while the file is unchanged: after another connection makes a rare phrase common
+    (and the common one rare), the pruned answer is still a prefix of FTS5's ranking."""
+    from cpersona.storage.fts_counts import CountingConnection
+
+    monkeypatch.setattr(fts_top, "MIN_ROWS", 1000)
+    monkeypatch.setattr(fts_top, "MIN_SAVED_ROWS", 100)
+    path = tmp_path / "f.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("CREATE VIRTUAL TABLE f USING fts5(body)")
+    writer.executemany("INSERT INTO f(rowid, body) VALUES (?, ?)",
+                       [(i, "alpha pad" if i % 50 else "alpha rare1") for i in range(1, 3001)])
+    reader = sqlite3.connect(path, isolation_level=None, factory=CountingConnection)
+    expr = match_expression(["alpha", "rare1"])
+    first, _ = next(fts_top.prefixes(reader, "f", expr, 10))
+    assert first and first == full(reader, expr)[: len(first)]
+    assert reader.kept_counts  # the counts were kept
+    writer.execute("DELETE FROM f WHERE body = 'alpha pad'")  # alpha is now as rare as rare1…
+    writer.executemany("INSERT INTO f(rowid, body) VALUES (?, ?)", [(i, "rare1 pad") for i in range(5001, 8001)])
+    for got, _ in fts_top.prefixes(reader, "f", expr, 10):  # …and rare1 the common one
+        assert got == full(reader, expr)[: len(got)]
+    assert reader.kept_counts[("phrase", "f", "rare1")] == 3060
+    reader.close()
+    writer.close()

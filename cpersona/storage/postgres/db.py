@@ -67,6 +67,9 @@ class PgDatabase(CommitOrdered, ChunkedWrites):
     shared_by_nodes = True
     backend = "postgresql"
     memory = False
+    #: Recall reads on this thread's pooled connection only (a second one per recall would
+    #: halve the concurrent recalls a pool serves).
+    parallel_reads = False
     #: A server database is never opened read-only; its lexical index has no build problem.
     read_only = False
     fts_problem = ""

@@ -160,3 +160,17 @@ def score(rows: list[Candidate], wq: WordQuery) -> list[Candidate]:
         if cand.coverage is not None:
             cand.lexical *= 1.0 - COVERAGE_SHARE + COVERAGE_SHARE * wq.credited(cand.content, cand.coverage)
     return sorted(rows, key=lambda c: (-(c.lexical or 0.0), -both[c.key]))
+
+
+def score_episodes(rows: list[Candidate], wq: WordQuery) -> None:
+    """Set `coverage` and `lexical` on the episode keyword hits the way `score` does for
+    memories: bm25 relative to the best episode, times (1 − s + s·coverage). Without it the
+    best episode counted as a perfect keyword match however little of the query it holds —
+    a trigram of one word inside another (`key` in `allkeys-lru`) put an unrelated session
+    summary above the memory that answers (found by a new user with four archived episodes)."""
+    rel = _relative(rows, lambda c: c.bm25)
+    for cand in rows:
+        cand.lexical = rel.get(cand.key, 1.0)
+        cand.coverage = wq.coverage(cand.content) if wq.terms else None
+        if cand.coverage is not None:
+            cand.lexical *= 1.0 - COVERAGE_SHARE + COVERAGE_SHARE * wq.credited(cand.content, cand.coverage)

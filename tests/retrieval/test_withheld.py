@@ -3,6 +3,8 @@ user: natural questions about a 3-row store came back empty with no hint)."""
 
 from __future__ import annotations
 
+from cpersona.retrieval import lexical
+from cpersona.retrieval.candidate import EPISODE, Candidate
 from cpersona.retrieval.pipeline import RecallRequest
 
 
@@ -41,3 +43,17 @@ def test_a_profile_does_not_answer_alone(engine_none):
     answered = engine_none.recall(RecallRequest("p", "when does the payroll export run?", 10))
     assert answered["messages"][-1]["content"].startswith("The payroll export")
     assert any(m["content"].startswith("[Profile]") for m in answered["messages"])
+
+
+def test_an_episode_matching_a_fragment_of_a_word_is_no_perfect_keyword_match():
+    """The episode keyword channel is scored like the memory one (relative bm25 × word
+    coverage): its best hit no longer counts as a perfect match when it holds the query's
+    words only as fragments (`key` inside `allkeys-lru`; found by a new user, whose four
+    archived episodes took the best slot of unrelated questions)."""
+    wq = lexical.WordQuery(("jira", "project", "key"), {"jira": 2.0, "project": 1.0, "key": 1.0})
+    fragment = Candidate(EPISODE, 1, "[Episode] Session: set maxmemory-policy allkeys-lru")
+    holder = Candidate(EPISODE, 2, "[Episode] Session: renamed the Jira project key to LDG")
+    fragment.bm25, holder.bm25 = -4.0, -2.0  # the fragment has the best trigram bm25
+    lexical.score_episodes([fragment, holder], wq)
+    assert fragment.coverage == 0.0 and fragment.lexical == 0.5
+    assert holder.coverage == 1.0 and holder.lexical == 0.5

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -260,9 +261,11 @@ class VectorIndex:
                 by_agent.setdefault(agent, []).append(row_id)
         return by_agent
 
-    def neighbours(self, row_ids: list[int], scope: Scope) -> dict[int, tuple[int, ...]]:
+    def neighbours(self, row_ids: list[int], scope: Scope,
+                   max_gap_s: float | None = None) -> dict[int, tuple[int, ...]]:
         """The rows just before and just after each listed row among its agent's in-scope
-        rows, in (created_at, id) order — the turns around a turn of one conversation.
+        rows, in (created_at, id) order — the turns around a turn of one conversation; with
+        `max_gap_s`, only those stored at most that many seconds from the row.
 
         Returns:
             {row_id: (neighbour ids)}; rows the index does not hold are left out.
@@ -276,7 +279,9 @@ class VectorIndex:
                 in_scope = part.ids[rows]
                 for pos in np.flatnonzero(np.isin(in_scope, ids)).tolist():
                     lo, hi = max(pos - 1, 0), min(pos + 2, len(in_scope))
-                    out[int(in_scope[pos])] = tuple(int(i) for i in in_scope[lo:hi] if i != in_scope[pos])
+                    out[int(in_scope[pos])] = tuple(
+                        int(in_scope[j]) for j in range(lo, hi)
+                        if j != pos and _within(part.keys[rows[pos]], part.keys[rows[j]], max_gap_s))
         return out
 
     def cosines(self, query: np.ndarray, row_ids: list[int]) -> dict[int, float]:
@@ -331,3 +336,20 @@ class VectorIndex:
         if allowed_ids is not None:
             mask &= np.isin(part.ids[: part.n], allowed_ids)
         return np.flatnonzero(mask)
+
+
+def _stamp(key: str) -> datetime | None:
+    """A created_at key as an aware datetime (naive = UTC); None when it does not parse."""
+    try:
+        t = datetime.fromisoformat(key)
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def _within(a: str, b: str, max_gap_s: float | None) -> bool:
+    """Whether two created_at keys are at most `max_gap_s` apart (None, or unparsable: yes)."""
+    if max_gap_s is None or a == b:
+        return True
+    ta, tb = _stamp(a), _stamp(b)
+    return ta is None or tb is None or abs((ta - tb).total_seconds()) <= max_gap_s

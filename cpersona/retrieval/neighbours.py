@@ -17,7 +17,10 @@ instead favoured whole on-topic sessions over the one row that answers: LongMemE
 −0.032). Neighbours that were not candidates are fetched (in scope, under the source
 filter) and scored by their cosine alone. This is score regularisation over a document
 graph (Diaz, "Regularizing ad hoc retrieval scores", CIKM 2005) with time adjacency as the
-graph.
+graph. Only rows of one session are neighbours (stored at most
+CPERSONA_CALIBRATE_TEMPORAL_WINDOW_MIN apart, the session of the calibration): facts an
+agent stored hours or days apart are not turns of one conversation, and lending between them
+put unrelated rows above the answer (found by a new user with a store of dated team facts).
 
 w = 1 − 2α by default, α the recall's cc weight of the vectors (½·G², G the agent's
 separation): the share of the ranking the vectors do not explain. Where neighbouring turns
@@ -50,16 +53,16 @@ def weight(setting: float | None, alpha: float) -> float:
 
 def spread(rows: list[Candidate], w: float, top: int, session: Session, index: VectorIndex, qvec: np.ndarray,
            scope: Scope, source_id: str, score_new: Callable[[float], float],
-           keep: Callable[[Candidate], bool] = lambda _c: True) -> list[Candidate]:
+           keep: Callable[[Candidate], bool] = lambda _c: True, max_gap_s: float | None = None) -> list[Candidate]:
     """`rows` (cc-scored, best first) with the neighbours of the best `top` memory rows
     added and each `cc` raised to `w` × its best neighbour's where that is higher (module
     doc); best first. `score_new` turns a fetched neighbour's cosine into its cc; `keep`
-    filters fetched rows (the caller's exclusions). Rows the index does not hold (no
-    vector) neither lend nor borrow."""
+    filters fetched rows (the caller's exclusions); `max_gap_s` keeps the neighbours within
+    one session (None: any gap). Rows the index does not hold (no vector) neither lend nor borrow."""
     heads = [c for c in rows[:top] if c.kind == MEMORY]
     if w <= 0 or not heads:
         return rows
-    near = index.neighbours([c.id for c in heads], scope)
+    near = index.neighbours([c.id for c in heads], scope, max_gap_s)
     have = {c.id: c for c in rows if c.kind == MEMORY}
     missing = sorted({n for ids in near.values() for n in ids} - have.keys())
     cosines = index.cosines(qvec, missing)

@@ -77,6 +77,8 @@ class RecallContext:
     recency_weight: float = recency.WEIGHT
     #: cc: share of its best time-neighbouring row's score a row can take; None = 1 − 2α (retrieval/neighbours.py)
     neighbour_weight: float | None = None
+    #: the longest gap between two rows of one session, seconds (CPERSONA_CALIBRATE_TEMPORAL_WINDOW_MIN)
+    session_gap_s: float = 1800.0
     #: Rows the gate governs in a scope; the recall service passes a cached count.
     pool_size: Callable[[Scope], int] | None = None
     episode_penalty: tuple[bool, float, float] = (True, 0.01, 0.5)
@@ -119,6 +121,7 @@ def make_context(settings: Settings, session: Session, indexes: dict[str, Vector
         episode_index=indexes["episodes"] if indexes else None,
         embed_query=embed_query, weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
         recency_weight=s.recency_weight, neighbour_weight=s.neighbour_weight,
+        session_gap_s=60.0 * s.calibrate_temporal_window_min,
         episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
         autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
         gate_enabled=s.gate_enabled, fused_gate=agent_gate.fused_gate, gate_signal=agent_gate.signal,
@@ -225,6 +228,8 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
         return fusion.rsf(channels, ctx.weights)
     if ctx.mode == "cc" and req.query.strip():
         backfill(ctx, req, [c for name in ("episodes", "keyword") for c in channels.get(name, [])])
+        if ctx.words is not None:
+            lexical.score_episodes(channels.get("episodes", []), ctx.words)
         alpha = ctx.cc_alpha
         if alpha is None:
             index = ctx.memory_index if ctx.vectors else None
@@ -251,7 +256,8 @@ def spread(ctx: RecallContext, req: RecallRequest, rows: list[Candidate], alpha:
     evidence = fusion.vector_evidence(ctx.background)
     exclusions = [e.strip().lower() for e in req.exclude_contents if e.strip()]
     return turns.spread(rows, w, req.limit, ctx.session, ctx.memory_index, qvec, req.scope, req.source_id,
-                             lambda cos: alpha * evidence(cos), lambda c: not _excluded(c.content, exclusions))
+                        lambda cos: alpha * evidence(cos), lambda c: not _excluded(c.content, exclusions),
+                        ctx.session_gap_s)
 
 
 def _cascaded(ctx: RecallContext, req: RecallRequest) -> bool:

@@ -37,6 +37,16 @@ def test_index_neighbours_follow_time_order_agent_and_scope():
     assert scoped == {3: (2, 5), 5: (3,)}
 
 
+def test_index_neighbours_stay_inside_one_session():
+    """Rows stored more than the session gap apart are not turns of one conversation."""
+    index = VectorIndex(DIM)
+    for row_id, stamp in [(1, "2025-01-01 09:00:00"), (2, "2025-01-01 09:10:00"), (3, "2025-01-02 09:00:00"),
+                          (4, "2025-01-02T09:05:00+00:00")]:
+        index.add(row_id, "a", "", "", stamp, _vec(row_id))
+    assert index.neighbours([2, 3], Scope("a")) == {2: (1, 3), 3: (2, 4)}
+    assert index.neighbours([2, 3], Scope("a"), max_gap_s=1800) == {2: (1,), 3: (4,)}
+
+
 @pytest.mark.parametrize(("setting", "alpha", "expected"),
                          [(None, 0.1, 0.8), (None, 0.38, 0.24), (None, 0.6, 0.0), (0.3, 0.1, 0.3), (0.0, 0.1, 0.0)])
 def test_weight_is_the_setting_or_one_minus_twice_alpha(setting, alpha, expected):

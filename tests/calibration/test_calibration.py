@@ -1,4 +1,4 @@
-"""Calibration of the quality gate: separation search, argument bounds, the sidecar (atomic, fingerprinted,
+"""Calibration of the quality gate (its statistics: test_stats.py): argument bounds, the sidecar (atomic, fingerprinted,
 restored at restart, corrupt / lost / stale ⇒ heuristic gate AND a visible notice),
 precision β, forgetting an agent, isolation, and the exact-match rule under a calibrated gate."""
 
@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
 import pytest
-from cpersona.calibration import fused, precision, sidecar, stats
+from cpersona.calibration import fused, precision, sidecar
 from cpersona.calibration import state as cal_state
 from cpersona.errors import InvalidArgument
 from hypothesis import given, settings
@@ -53,27 +52,6 @@ def calibrated(factory):
 
 def sidecar_path(eng):
     return sidecar.path_for(eng.settings.db_file)
-
-
-# ---------------------------------------------------------------- the math
-def test_separation_search_finds_the_gap_and_honours_min_keep():
-    null = np.linspace(0.0, 0.3, 200)
-    pos = np.linspace(0.5, 0.9, 50)
-    sep = stats.separation_search(null, pos, beta=1.0, floor=0.05)
-    assert 0.3 <= sep.threshold <= 0.5 and sep.youden_j == pytest.approx(1.0)
-    overlapping = np.linspace(0.2, 0.8, 100)
-    strict = stats.separation_search(null, overlapping, beta=4.0, floor=0.05)
-    capped = stats.separation_search(null, overlapping, beta=4.0, floor=0.05, min_keep=0.9)
-    assert capped.tpr >= 0.9 and capped.threshold <= strict.threshold
-    assert stats.separation_search(np.array([0.4]), np.array([0.4]), 1.0, 0.05).threshold == 0.4  # hi <= lo
-
-
-def test_sessions_split_on_gaps_longer_than_the_window():
-    from datetime import datetime, timedelta
-
-    t0 = datetime(2026, 1, 1)
-    stamps = [t0, t0 + timedelta(minutes=10), t0 + timedelta(hours=5), t0 + timedelta(days=1)]
-    assert stats.sessions(stamps, 1800) == 3 and stats.sessions([], 1800) == 0
 
 
 # ------------------------------------------------------------ argument bounds

@@ -82,7 +82,7 @@ class Database(CommitOrdered, ChunkedWrites):
         self._lock = threading.RLock()
         self._init_commit_order()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        self._readers: list[tuple[threading.Thread, sqlite3.Connection]] = []  # (owner thread, its reader)
         self._closed = False
         self.sqlite_version = sqlite3.sqlite_version
         self.busy_timeout_ms = busy_timeout_ms
@@ -238,8 +238,19 @@ class Database(CommitOrdered, ChunkedWrites):
             conn.execute("PRAGMA query_only=1")
             self._local.conn = conn
             with self._lock:
-                self._readers.append(conn)
+                self._close_orphans()
+                self._readers.append((threading.current_thread(), conn))
         return conn
+
+    def _close_orphans(self) -> None:
+        """Close the readers of ended threads (idle workers are replaced; caller holds `_lock`)."""
+        live = []
+        for thread, conn in self._readers:
+            if thread.is_alive():
+                live.append((thread, conn))
+            else:
+                conn.close()
+        self._readers = live
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -372,7 +383,7 @@ class Database(CommitOrdered, ChunkedWrites):
             if self._closed:
                 return
             self._closed = True
-            for conn in self._readers:
+            for _thread, conn in self._readers:
                 conn.close()
             self._writer.close()
 

@@ -119,6 +119,11 @@ class MergeService(ImportService):
         if table == "profiles":
             self._merge_profile(s, op, row, ctx)
             return
+        if not ctx.dry:  # the row as it is now: a write since the snapshot is carried, not lost
+            current = s.dump.row(table, row["id"], with_embedding=True)
+            if current is None or current["agent_id"] != row["agent_id"]:
+                return  # deleted (or moved) meanwhile: nothing to copy
+            row = current
         text = row["content" if table == "memories" else "summary"]
         key = (ctx.target, row["project_id"], row["channel"], text)
         taken = not text.strip() or (table == "memories" and bool(row["msg_id"]) and

@@ -84,6 +84,17 @@ class DumpRepo:
                 return
             last = chunk[-1][0]
 
+    #: appended to `row`'s statement to hold the row until the transaction ends (PostgreSQL)
+    LOCK = ""
+
+    def row(self, table: str, row_id: int, with_embedding: bool = False) -> dict[str, Any] | None:
+        """Row `row_id` of `table` as `rows` gives it, read now (None when it is gone); inside a
+        write transaction no other writer can change it before the transaction ends."""
+        names = [name for name, _ in FIELDS[table]] + (["embedding"] if with_embedding else [])
+        found = self.conn.execute(f"SELECT {self._select(table, with_embedding)} FROM {table} WHERE id = ?{self.LOCK}",
+                                  (row_id,)).fetchone()
+        return None if found is None else dict(zip(names, found))
+
     def ids(self, table: str, agent: str) -> list[int]:
         """Ids of the agent's rows of `table`."""
         return [r[0] for r in self.conn.execute(f"SELECT id FROM {table} WHERE agent_id = ? ORDER BY id", (agent,))]

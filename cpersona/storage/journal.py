@@ -108,6 +108,7 @@ class JournalRepo:
         already and would not carry the write (the caller refuses it)."""
         if not self.exists():
             return True
+        self._hold(table, row_id)
         moving = self.conn.execute(f"SELECT 1 FROM {ROWS} WHERE tbl = ? AND row_id = ? AND action = 'delete' "
                                    "LIMIT 1", (table, row_id)).fetchone()
         if moving:
@@ -115,6 +116,10 @@ class JournalRepo:
         self.conn.execute(f"DELETE FROM {ROWS} WHERE tbl = ? AND row_id = ? AND action IN ('insert', 'profile')",
                           (table, row_id))
         return True
+
+    def _hold(self, table: str, row_id: int) -> None:
+        """Keep other writers off the row until this transaction ends: SQLite's write
+        transactions are serial already (PostgreSQL locks the row)."""
 
     def journaled(self, table: str, row_id: int) -> bool:
         """Whether an unfinished bulk operation wrote or is to delete row `row_id` of `table`."""

@@ -70,3 +70,25 @@ def test_a_write_to_a_row_being_moved_is_refused_not_lost(make_engine):
     again = eng.store("imp", "a fact a merge is moving")
     assert again["ok"] is False and "being moved" in again["reason"]
     assert _contents(eng)[mid] == ("a fact a merge is moving", 0)
+
+
+def test_a_write_between_the_merge_snapshot_and_its_copy_is_carried(make_engine, monkeypatch):
+    """The merge copies each row as it is when its chunk is written, not as the snapshot
+    read it (found by a second break-it pass: updates, deletes and locks acknowledged after
+    the snapshot were undone by the move)."""
+    eng = make_engine(embedding_mode="none")
+    ids = [eng.store("src", f"fact number {i}")["id"] for i in range(4)]
+    real = bulkwrite.BulkRun.write
+
+    def write(self, items, write_one, progress=None):
+        assert eng.update_memory(ids[1], "fact number 1, corrected")["ok"] is True
+        assert eng.delete_memory(ids[2])["ok"] is True
+        assert eng.lock_memory(ids[3])["ok"] is True
+        return real(self, items, write_one, progress)
+
+    monkeypatch.setattr(bulkwrite.BulkRun, "write", write)
+    res = eng.merge_memories("src", "dst", mode="move")
+    assert res["ok"] is True and res["merged_memories"] == 3
+    moved = {r["content"]: r["locked"] for r in eng.list_memories(agent_id="dst", limit=10)["memories"]}
+    assert moved == {"fact number 0": False, "fact number 1, corrected": False, "fact number 3": True}
+    assert eng.list_memories(agent_id="src", limit=10)["memories"] == []

@@ -12,6 +12,8 @@ from cpersona.storage.postgres.portable import portable
 class PgDumpRepo(DumpRepo):
     """Whole-table reads over one connection (use `PgDatabase.snapshot()` for a consistent export)."""
 
+    LOCK = " FOR UPDATE"  # READ COMMITTED: the row lock keeps a concurrent update out until commit
+
     def __init__(self, conn: psycopg.Connection) -> None:
         super().__init__(portable(conn))
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from cpersona.storage.journal import OPS, ROWS, JournalRepo
+from cpersona.storage.journal import OPS, ROWS, TABLES, JournalRepo
 from cpersona.storage.postgres.portable import portable
 from cpersona.storage.postgres.rows import scalar
 
@@ -49,3 +49,10 @@ class PgJournalRepo(JournalRepo):
         """Open an operation in phase `writing`; returns its id."""
         return int(scalar(self.pg, f"INSERT INTO {OPS}(kind, owner, detail) VALUES (%s, %s, %s) RETURNING id",
                           (kind, owner, json.dumps(detail))))
+
+    def _hold(self, table: str, row_id: int) -> None:
+        """Lock the row (READ COMMITTED): a merge that copies it waits, or is waited for, so a
+        claim never reads the journal between the merge's copy and its commit."""
+        if table not in TABLES:
+            raise ValueError(f"unknown table {table!r}")
+        self.pg.execute(f"SELECT 1 FROM {table} WHERE id = %s FOR UPDATE", (row_id,))

@@ -73,7 +73,9 @@ CONDITIONS = {
 #: a lock held past lock_timeout, a deadlock victim, no disk space, out of memory, an I/O
 #: error, a read-only server (a standby, or default_transaction_read_only).
 PG_CONDITIONS = {
-    "55P03": _BUSY, "40P01": _BUSY,
+    "55P03": _BUSY,
+    "40P01": Condition("busy", "is busy: this write was chosen as a deadlock victim against a concurrent write "
+                               "(PostgreSQL rolled it back); nothing was changed, retry shortly", BUSY_RETRY_AFTER_MS),
     "53100": CONDITIONS[sqlite3.SQLITE_FULL], "53200": CONDITIONS[sqlite3.SQLITE_NOMEM],
     "58030": CONDITIONS[sqlite3.SQLITE_IOERR], "25006": CONDITIONS[sqlite3.SQLITE_READONLY],
 }

@@ -143,6 +143,9 @@ class JournalRepo:
         for rowid, action, table, row_id, prior in rows:
             if table not in TABLES:
                 raise ValueError(f"journal row {rowid} names an unknown table {table!r}")
+            self._hold(table, row_id)  # then re-read: a write that claimed the row meanwhile keeps it
+            if self.conn.execute(f"SELECT 1 FROM {ROWS} WHERE {self.KEY} = ?", (rowid,)).fetchone() is None:
+                continue
             if action == "profile" and prior is not None:
                 old = json.loads(prior)
                 self.conn.execute("UPDATE profiles SET content = ?, updated_at = ?, project_id = ? WHERE id = ?",

@@ -225,3 +225,15 @@ def test_fts_check_on_a_read_only_file_is_not_reported_as_damage(tmp_path):
                 IntegrityRepo(conn).fts_problem(table)
     finally:
         conn.close()
+
+
+def test_a_postgresql_deadlock_victim_is_named_as_such():
+    """A write PostgreSQL rolled back as a deadlock victim is retryable `busy`, and the text
+    says deadlock rather than a write lock held too long (found by a break-it pass)."""
+    from cpersona.storage.failures import condition_of
+
+    class Deadlock(Exception):
+        sqlstate = "40P01"
+
+    cond = condition_of(Deadlock())
+    assert cond is not None and cond.kind == "busy" and "deadlock" in cond.text

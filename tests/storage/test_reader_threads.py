@@ -22,3 +22,4 @@ def test_readers_of_ended_threads_are_closed(tmp_path):
         assert len(db._readers) <= 9
     finally:
         db.close()
+

@@ -45,8 +45,8 @@ def startup_line(settings: Settings, engine: Engine) -> str:
         where, stop = "MCP on stdio", "stop: Ctrl-C or close stdin"
     else:
         where, stop = f"MCP at http://{settings.http_host}:{settings.http_port}{HTTP_PATH}", "stop: Ctrl-C"
-    db = str(settings.db_file or settings.db_path)
-    if settings.db_file is not None and settings.db_file.parts[-2:] == LEGACY_DB_PATH.parts:
+    db = engine.db.path if settings.db_url else str(settings.db_file or settings.db_path)  # a URL without password
+    if not settings.db_url and settings.db_file is not None and settings.db_file.parts[-2:] == LEGACY_DB_PATH.parts:
         db += " (the original CPersona's data/cpersona.db in the working directory)"
     loading = "" if engine.embedder is None or engine.embedder.ready() else ", loading"
     return f"cpersona {__version__} — {where} — database {db} — embedding {backend_label(engine.embedder)}" \

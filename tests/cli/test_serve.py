@@ -109,3 +109,18 @@ def test_first_store_and_recall_of_a_session_have_vectors(tmp_path):
     assert best["content"] == "Our staging cluster runs in Frankfurt" and "cosine" in best["match_reason"]
     assert time.monotonic() - started < 120
     assert os.path.exists(tmp_path / "v.db")
+
+
+def test_startup_line_names_the_postgresql_database_it_serves():
+    """With CPERSONA_DB_URL the line names that database (without its password), not the
+    SQLite file it does not use (found by a break-it pass)."""
+    from types import SimpleNamespace
+
+    from cpersona.cli.serve import startup_line
+    from cpersona.config import Settings
+
+    settings = Settings.from_env({}, db_url="postgresql://mem:secret@db.example/cpersona")
+    engine = SimpleNamespace(db=SimpleNamespace(path="postgresql://mem@db.example/cpersona"), embedder=None)
+    line = startup_line(settings, engine)  # type: ignore[arg-type]
+    assert "database postgresql://mem@db.example/cpersona" in line and "secret" not in line
+    assert ".db" not in line.split("database ")[1].split(" — ")[0]

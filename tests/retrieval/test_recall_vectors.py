@@ -128,8 +128,9 @@ FILLERS = [f"filler note number {i} about gardening and compost" for i in range(
 
 
 def test_word_index_finds_inflections_and_vector_adds_its_cosine(make_engine, http_engine_factory):
-    kw = make_engine("kw.db", recall_mode="rrf")
-    hy = http_engine_factory("hy.db", recall_mode="rrf")
+    # no background calibration: its moment (load-dependent) would decide the vector threshold
+    kw = make_engine("kw.db", recall_mode="rrf", calibrate_on_model_change=False)
+    hy = http_engine_factory("hy.db", recall_mode="rrf", calibrate_on_model_change=False)
     for eng in (kw, hy):
         store_all(eng, MARATHON_ROWS + FILLERS)
 

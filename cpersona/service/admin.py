@@ -51,6 +51,7 @@ class AdminService(IdentityService):
         owner = validate.owner(agent_id)
         try:
             with self.db.write() as s:
+                claimed(s, row_id, table)  # a row a merge is moving: refused, not resurrected at the target
                 delete(s, row_id, owner)
                 s.tasks.drop_embed(table, row_id)
                 s.after(lambda: self.resident.remove(table, row_id))

@@ -115,13 +115,14 @@ def recover(db: Database, removed: Removed) -> list[str]:
     return done
 
 
-def claimed(s: Session, memory_id: int) -> bool:
-    """Claim memory `memory_id` for a write outside any bulk operation (`JournalRepo.claim`,
+def claimed(s: Session, memory_id: int, table: str = "memories") -> bool:
+    """Claim row `memory_id` of `table` for a write outside any bulk operation (`JournalRepo.claim`,
     in the caller's transaction): an unfinished import's undo then keeps the row as the
     write left it. Returns True (so a write can be its condition); raises Refused
     when a merge in progress is moving the row (its copy was taken: the write would be lost)."""
-    if not s.journal.claim("memories", memory_id):
-        raise Refused(f"memory {memory_id} is being moved by merge_memories; retry when the merge has finished")
+    if not s.journal.claim(table, memory_id):
+        kind = "episode" if table == "episodes" else "memory"
+        raise Refused(f"{kind} {memory_id} is being moved by merge_memories; retry when the merge has finished")
     return True
 
 
@@ -171,3 +172,13 @@ class BulkRun:
         n = _undo(self.db, self.op, self.removed)
         _forget(self.db, self.op)
         return n
+
+    def rolled_back(self) -> str:
+        """`abort`, said for an answer: "rolled back (N rows removed)", or — when the undo
+        fails too (the database busy or gone) — that it did not, and when it will happen."""
+        try:
+            return f"rolled back ({self.abort()} rows removed)"
+        except Exception as err:  # noqa: BLE001 — reported in the answer, never swallowed
+            log.warning("bulk write journal: undoing the %s failed: %s", self.kind, err)
+            return (f"NOT rolled back yet ({type(err).__name__}: {err}): the rows written so far stay until the "
+                    f"next start of the server, an import or a merge undoes them")

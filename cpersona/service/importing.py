@@ -183,8 +183,7 @@ class ImportService(ExportService):
                       (lambda done: progress("import", done, len(items))) if progress else None)
             run.commit()
         except Exception as err:  # noqa: BLE001 — undone, and reported in the answer
-            removed = run.abort()
-            return f"import aborted and rolled back ({removed} rows removed): {type(err).__name__}: {err}"
+            return f"import aborted and {run.rolled_back()}: {type(err).__name__}: {err}"
         self.queue.notify()
         return ""
 

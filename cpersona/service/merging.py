@@ -106,9 +106,9 @@ class MergeService(ImportService):
                       (lambda done: progress("merge", done, len(items))) if progress else None)
             run.commit("deleting" if mode == "move" else "done")
         except Exception as err:  # noqa: BLE001 — undone, and reported in the answer
-            run.abort()
+            undone = run.rolled_back()
             return {**out, "ok": False, "merged_memories": 0, "merged_episodes": 0, "profile_copied": False,
-                    "error": f"merge aborted and rolled back: {type(err).__name__}: {err}"}
+                    "error": f"merge aborted and {undone}: {type(err).__name__}: {err}"}
         self.queue.notify()
         if mode == "move":
             self._after_move(source, out)

@@ -65,11 +65,16 @@ def test_a_write_to_a_row_being_moved_is_refused_not_lost(make_engine):
     with eng.db.write() as s:
         op = s.journal.begin("merge", "a running merge", {})
         s.journal.note(op, "delete", "memories", mid)
-    for res in (eng.update_memory(mid, "corrected"), eng.lock_memory(mid)):
+    for res in (eng.update_memory(mid, "corrected"), eng.lock_memory(mid), eng.delete_memory(mid)):
         assert res["ok"] is False and "being moved by merge_memories" in res["error"]
     again = eng.store("imp", "a fact a merge is moving")
     assert again["ok"] is False and "being moved" in again["reason"]
     assert _contents(eng)[mid] == ("a fact a merge is moving", 0)
+    eid = eng.archive_episode("imp", "a session a merge is moving")["episode_id"]
+    with eng.db.write() as s:
+        s.journal.note(op, "delete", "episodes", eid)
+    gone = eng.delete_episode(eid)
+    assert gone["ok"] is False and "episode" in gone["error"] and "being moved" in gone["error"]
 
 
 def test_a_write_between_the_merge_snapshot_and_its_copy_is_carried(make_engine, monkeypatch):
@@ -92,3 +97,20 @@ def test_a_write_between_the_merge_snapshot_and_its_copy_is_carried(make_engine,
     moved = {r["content"]: r["locked"] for r in eng.list_memories(agent_id="dst", limit=10)["memories"]}
     assert moved == {"fact number 0": False, "fact number 1, corrected": False, "fact number 3": True}
     assert eng.list_memories(agent_id="src", limit=10)["memories"] == []
+
+
+def test_an_undo_that_fails_says_so_instead_of_nothing_was_changed(make_engine, monkeypatch):
+    """When the rollback of a failed import fails too (the database busy), the answer says the
+    rows are not rolled back yet and when they will be (found by a break-it pass: the CLI said
+    'nothing was changed' while 40,958 imported rows stayed until a later start)."""
+    eng = make_engine(embedding_mode="none")
+    run = bulkwrite.BulkRun(eng.db, "import", {}, lambda rows: None)
+
+    def busy() -> int:
+        raise RuntimeError("database is busy")
+
+    monkeypatch.setattr(run, "abort", busy)
+    said = run.rolled_back()
+    assert said.startswith("NOT rolled back yet") and "database is busy" in said and "next start" in said
+    monkeypatch.undo()
+    assert run.rolled_back() == "rolled back (0 rows removed)"

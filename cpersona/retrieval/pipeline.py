@@ -36,6 +36,12 @@ EXCLUDE_PREFIX_MIN = 32
 #: α 0.2 (benchmarks/README.md): depth 2·limit vs limit, NDCG@10 LoCoMo 0.4516 vs 0.4500,
 #: LongMemEval oracle 0.4947 vs 0.4867; deeper than 2·limit changed nothing.
 CC_KEYWORD_DEPTH_FACTOR = 2
+#: A recall runs (retrievers, neighbour turns, the gate's answer bar) at least this deep — the
+#: `recall` tool's default limit — and then returns its first `limit` rows: a smaller limit
+#: gives the first rows of the default answer, never other rows and never nothing where the
+#: default answers (judging only the first 3 rows, say, made a recall empty at limit 3 that
+#: answered at 10).
+JUDGED_DEPTH = 10
 
 
 @dataclass(frozen=True)
@@ -375,9 +381,12 @@ def message(cand: Candidate) -> dict[str, Any]:
 
 def recall(ctx: RecallContext, req: RecallRequest) -> list[dict[str, Any]]:
     """Run the whole pipeline; returns messages ordered worst → best (last = best).
-    `ctx.returned` holds the returned rows best first, `ctx.gate_fallback` the rescue flag."""
-    rows = apply_gate(ctx, req, rank(ctx, req))
+    `ctx.returned` holds the returned rows best first, `ctx.gate_fallback` the rescue flag.
+    Runs at depth max(limit, `JUDGED_DEPTH`) and returns the first `limit` rows."""
+    deep = replace(req, limit=max(req.limit, JUDGED_DEPTH))
+    rows = apply_gate(ctx, deep, rank(ctx, deep))
     rows = rows[: req.limit]
+    ctx.withheld = min(ctx.withheld, req.limit)
     ctx.returned = list(rows)
     rows.reverse()
     return [message(c) for c in rows]

@@ -109,13 +109,15 @@ def test_cc_reranks_keyword_hits_below_limit_by_their_cosine(tmp_path, semantic)
 
 
 def test_keyword_depth_is_limit_outside_cc(make_engine):
-    for mode, depth in (("cc", 6), ("rrf", 3), ("rsf", 3)):
+    """cc reads the keyword channel 2 × deeper; every mode reads at least the judged depth (10)."""
+    for mode, depths in (("cc", {3: 20, 12: 24}), ("rrf", {3: 10, 12: 12}), ("rsf", {3: 10, 12: 12})):
         eng = make_engine(f"{mode}.db", recall_mode=mode)
-        for i in range(10):
+        for i in range(30):
             eng.store("a", f"kiwi note {i}")
-        trace: dict = {}
-        eng.recall(RecallRequest("a", "kiwi note", limit=3), trace)
-        assert trace["channels"]["keyword"] == depth, mode
+        for limit, depth in depths.items():
+            trace: dict = {}
+            eng.recall(RecallRequest("a", "kiwi note", limit=limit), trace)
+            assert trace["channels"]["keyword"] == depth, (mode, limit)
 
 
 def test_vector_index_cosines_cover_only_rows_it_holds():

@@ -214,7 +214,7 @@ class Gate:
         × its cosine (cosine and words together, for a row above the chance maximum), or
         has both halves of the evidence adding up to `JOINT`. A question whose rare words appear in
         no row and whose nearest row is not close ("Do we use Kubernetes?" on a store
-        without it) gets no row."""
+        without it) gets no row. Cosines are judged before the episode boundary penalty."""
         if self.answer is None or not self.enabled or self.blank_query:
             return True
         if all(c.cosine is None and c.coverage is None for c in rows):
@@ -224,11 +224,14 @@ class Gate:
     def _evident(self, cand: Candidate) -> bool:
         assert self.answer is not None
         cos_unit, cov_unit = self.answer
-        cosine = cand.cosine if cand.cosine is not None else 0.0
+        # the row's own cosine: the episode boundary penalty ranks older rows lower, it does not
+        # make them less related (the chance maximum is a bound on unpenalised cosines too)
+        raw = None if cand.cosine is None else cand.cosine / cand.penalty if cand.penalty > 0 else cand.cosine
+        cosine = raw if raw is not None else 0.0
         # a threshold ≤ 0 (CPERSONA_VECTOR_MIN_SIMILARITY may be negative): any cosine reaching it answers
         vector = cosine / cos_unit if cos_unit > 0 else (math.inf if cosine >= cos_unit else 0.0)
         words = (cand.coverage or 0.0) / cov_unit
-        outlier = self.chance_max is not None and cand.cosine is not None and cand.cosine >= self.chance_max
+        outlier = self.chance_max is not None and raw is not None and raw >= self.chance_max
         return words >= 1.0 or vector + words >= JOINT or vector + (words if outlier else 0.0) >= VECTOR_ALONE
 
     def apply(self, rows: list[Candidate], limit: int | None = None) -> list[Candidate]:

@@ -53,12 +53,14 @@ def weight(setting: float | None, alpha: float) -> float:
 
 def spread(rows: list[Candidate], w: float, top: int, session: Session, index: VectorIndex, qvec: np.ndarray,
            scope: Scope, source_id: str, score_new: Callable[[float], float],
-           keep: Callable[[Candidate], bool] = lambda _c: True, max_gap_s: float | None = None) -> list[Candidate]:
+           keep: Callable[[Candidate], bool] = lambda _c: True, max_gap_s: float | None = None,
+           settle: Callable[[list[Candidate]], None] = lambda _rows: None) -> list[Candidate]:
     """`rows` (cc-scored, best first) with the neighbours of the best `top` memory rows
     added and each `cc` raised to `w` × its best neighbour's where that is higher (module
     doc); best first. `score_new` turns a fetched neighbour's cosine into its cc; `keep`
     filters fetched rows (the caller's exclusions); `max_gap_s` keeps the neighbours within
-    one session (None: any gap). Rows the index does not hold (no vector) neither lend nor borrow."""
+    one session (None: any gap); `settle` completes the fetched rows (coverage, penalties)
+    before they lend or borrow. Rows the index does not hold (no vector) neither lend nor borrow."""
     heads = [c for c in rows[:top] if c.kind == MEMORY]
     if w <= 0 or not heads:
         return rows
@@ -74,6 +76,7 @@ def spread(rows: list[Candidate], w: float, top: int, session: Session, index: V
             cand.cc = score_new(cand.cosine)
             have[row_id] = cand
             added.append(cand)
+    settle(added)
     base = {i: c.cc or 0.0 for i, c in have.items()}
     lent: dict[int, float] = {}
     for head, ids in near.items():

@@ -23,6 +23,7 @@ from cpersona.policy.validate import MAX_LIMIT
 from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring, separation
 from cpersona.retrieval import neighbours as turns
 from cpersona.retrieval.candidate import PROFILE, Candidate
+from cpersona.retrieval.response import message
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
 
@@ -112,6 +113,8 @@ class RecallContext:
     vectors: bool = False
     #: the query's cosines over the memory scan window (count, mean, std), set by `retrieve`
     background: WindowStats | None = None
+    #: cc's weight of the vector evidence used by this recall, set by `fuse` (None: not cc)
+    alpha: float | None = None
 
 
 def make_context(settings: Settings, session: Session, indexes: dict[str, VectorIndex] | None,
@@ -240,8 +243,8 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
         if alpha is None:
             index = ctx.memory_index if ctx.vectors else None
             alpha = separation.cc_alpha(index, req.agent_id, separation.FALLBACK_ALPHA)
-        ctx.trace["cc_alpha"] = alpha
-        return spread(ctx, req, fusion.cc(channels, alpha, ctx.background), alpha)
+        ctx.trace["cc_alpha"] = ctx.alpha = alpha
+        return fusion.cc(channels, alpha, ctx.background)
     ordered = {k: v for k, v in channels.items() if k != "keyword"}
     # Profile rows take keyword slots only when the gate will let them through (pool ≥ 50);
     # otherwise a blank-query recall would come back a row short.
@@ -251,9 +254,14 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
     return fusion.cascade(ordered, req.limit)
 
 
-def spread(ctx: RecallContext, req: RecallRequest, rows: list[Candidate], alpha: float) -> list[Candidate]:
+def spread(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
     """cc rows with the neighbour turns of the best `limit` (retrieval/neighbours.py); needs
-    the resident index (rows without a vector neither lend nor borrow)."""
+    the resident index (rows without a vector neither lend nor borrow). Runs after the
+    episode boundary penalty, so a row borrows w × its neighbour's penalised score and never
+    outranks the row it borrowed from; fetched neighbours get the penalty and coverage first."""
+    if ctx.alpha is None:
+        return rows
+    alpha = ctx.alpha
     w = turns.weight(ctx.neighbour_weight, alpha)
     qvec = ctx.embed_query(req.query) if ctx.vectors and w > 0 else None
     if qvec is None or ctx.memory_index is None:
@@ -263,7 +271,17 @@ def spread(ctx: RecallContext, req: RecallRequest, rows: list[Candidate], alpha:
     exclusions = [e.strip().lower() for e in req.exclude_contents if e.strip()]
     return turns.spread(rows, w, req.limit, ctx.session, ctx.memory_index, qvec, req.scope, req.source_id,
                         lambda cos: alpha * evidence(cos), lambda c: not _excluded(c.content, exclusions),
-                        ctx.session_gap_s)
+                        ctx.session_gap_s, lambda added: _settle(ctx, req, added))
+
+
+def _settle(ctx: RecallContext, req: RecallRequest, added: list[Candidate]) -> None:
+    """Fetched neighbour rows get what the candidates got before them: word coverage and the
+    episode boundary penalty."""
+    if ctx.words is not None:
+        lexical.cover(added, ctx.words)
+    enabled, rate, floor = ctx.episode_penalty
+    if enabled:
+        scoring.episode_penalty(added, ctx.session.episodes.latest_created(req.scope), rate, floor)
 
 
 def _cascaded(ctx: RecallContext, req: RecallRequest) -> bool:
@@ -294,7 +312,7 @@ def score_confidence(ctx: RecallContext, req: RecallRequest, rows: list[Candidat
 
 def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
     """Everything before the gate: retrieve → fuse → recency prior → word coverage →
-    penalise → profiles → confidence."""
+    penalise → neighbour turns (cc) → profiles → confidence."""
     channels = retrieve(ctx, req)
     ctx.trace["channels"] = {name: len(found) for name, found in channels.items()}
     rows = fuse(ctx, req, channels)
@@ -302,7 +320,7 @@ def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
         rows = recency.apply(rows, req.query, ctx.recency_weight)
     if ctx.words is not None:
         lexical.cover(rows, ctx.words)
-    rows = penalise(ctx, req, rows)
+    rows = spread(ctx, req, penalise(ctx, req, rows))
     rows = add_profiles(ctx, req, rows)
     return score_confidence(ctx, req, rows)
 
@@ -352,31 +370,6 @@ def apply_gate(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) ->
         return []  # no row answers: the answer is empty, not the profile alone
     enabled, min_results, ratio = ctx.autocut
     return gate.autocut(kept, min_results, ratio, keep=g.exact) if enabled else kept
-
-
-def message(cand: Candidate) -> dict[str, Any]:
-    """Response row: content, ref, source, timestamp, id (msg_id), match_reason."""
-    msg: dict[str, Any] = {"content": cand.content}
-    if cand.ref:
-        msg["ref"] = cand.ref
-    if cand.source:
-        msg["source"] = cand.source
-    if cand.timestamp:
-        msg["timestamp"] = cand.timestamp
-    if cand.msg_id:
-        msg["id"] = cand.msg_id
-    if cand.confidence_detail is not None:
-        msg["confidence"] = dict(cand.confidence_detail)
-    sig = gate.signal(cand)
-    if sig is not None:
-        reason: dict[str, Any] = {"signal": sig[0], "score": sig[1]}
-        for name in ("cosine", "rrf", "rsf", "cc", "lexical", "coverage"):
-            if getattr(cand, name) is not None:
-                reason[name] = getattr(cand, name)
-        if cand.channels:
-            reason["retrievers"] = list(dict.fromkeys(cand.channels))
-        msg["match_reason"] = reason
-    return msg
 
 
 def recall(ctx: RecallContext, req: RecallRequest) -> list[dict[str, Any]]:

@@ -138,3 +138,15 @@ def test_a_threshold_of_zero_or_below_lets_any_cosine_answer():
     row = [Candidate(MEMORY, 1, "r", cosine=0.01, coverage=0.0, cc=0.5)]
     assert Gate(600, 0.2, 60, False, (), answer=answer_bar(0.0, 1.0)).answers(row)
     assert Gate(600, 0.2, 60, False, (), answer=answer_bar(-0.2, 1.0)).answers(row)
+
+
+def test_the_answer_bar_judges_a_row_before_the_episode_boundary_penalty():
+    """An older row whose cosine the penalty halved still says the recall has an answer (a new
+    user's answer went missing when a fifth episode was archived); its rank stays penalised."""
+    from cpersona.retrieval.candidate import MEMORY, Candidate
+    from cpersona.retrieval.gate import Gate
+
+    row = Candidate(MEMORY, 1, "Hoshiプロジェクトのリードは田中さん", cosine=0.2, coverage=0.0, penalty=0.5)
+    assert Gate(600, 0.2, 60, False, (), answer=(0.3, 0.5)).answers([row])
+    young = Candidate(MEMORY, 2, "x", cosine=0.2, coverage=0.0)
+    assert not Gate(600, 0.2, 60, False, (), answer=(0.3, 0.5)).answers([young])

@@ -92,3 +92,21 @@ def test_strong_rows_keep_their_order(http_engine_factory):
     assert [r for r in on if r in matched] == matched
     for r in matched:
         assert on_rows[r]["match_reason"]["cc"] >= off_rows[r]["match_reason"]["cc"]
+
+
+def test_a_borrowing_row_never_outranks_the_row_it_borrowed_from(http_engine_factory):
+    """Lending runs after the episode boundary penalty: a row stored after the latest episode
+    borrows w × its neighbour's penalised score (it rose above that neighbour before: found
+    by a new user whose unrelated fact, stored just after an archive, became the best match)."""
+    engine = http_engine_factory("ep.db", neighbour_weight=0.9, gate_enabled=False, cc_alpha=0.2)
+    old = "2025-01-01T09:00:00Z"  # the question turn's own time: days before the episode (penalty × 0.5)
+    for text in FILLER[:4]:
+        assert engine.store("a", text, timestamp=old)["result"] == "stored"
+    assert engine.store("a", QUESTION, timestamp=old)["result"] == "stored"
+    assert engine.archive_episode("a", "a session about pottery and hiking")["ok"]
+    for text in [ANSWER, *FILLER[4:]]:
+        assert engine.store("a", text)["result"] == "stored"
+    rows, by_text = _recall(engine, "Which book has been her favourite guide?")
+    assert rows.index(QUESTION) < rows.index(ANSWER), rows
+    lender = by_text[QUESTION]["match_reason"]["cc"]
+    assert by_text[ANSWER]["match_reason"]["cc"] == pytest.approx(0.9 * lender, abs=1e-4)

@@ -173,8 +173,10 @@ class Calibration(CalibrationState):
                        pos_admit_rate=rounded(float((pos >= sep.threshold).mean())),
                        pos_mean=rounded(float(pos.mean())))
             if source == "nn_fallback":
-                out["proxy_note"] = (f"timestamps form {n_sessions} session(s) (< {MIN_SESSIONS}) or too few "
-                                     "same-session pairs; positives are nearest-neighbour similarities")
+                why = (f"the timestamps form {n_sessions} session(s), fewer than {MIN_SESSIONS}"
+                       if n_sessions < MIN_SESSIONS else
+                       f"{temporal.size} pairs of rows share a session, fewer than {MIN_POSITIVE_PAIRS}")
+                out["proxy_note"] = f"{why}; positives are nearest-neighbour similarities"
         threshold = round(max(raw, s.calibrate_floor), 4)
         old = self.vector_threshold(req.agent_id) if agent else (
             self.global_threshold if self.global_threshold is not None else s.vector_min_similarity)

@@ -219,10 +219,12 @@ class Gate:
             return True
         if all(c.cosine is None and c.coverage is None for c in rows):
             return True  # no evidence to judge by (FTS off and no vectors): the pool heuristic decides
-        return any(c.kind != PROFILE and (self.exact(c) or self._evident(c)) for c in rows)
+        return any(c.kind != PROFILE and (self.exact(c) or self.evident(c)) for c in rows)
 
-    def _evident(self, cand: Candidate) -> bool:
-        assert self.answer is not None
+    def evident(self, cand: Candidate) -> bool:
+        """Whether `cand`'s own evidence clears the answer bar (`answers`); True without a bar."""
+        if self.answer is None:
+            return True
         cos_unit, cov_unit = self.answer
         # the row's own cosine: the episode boundary penalty ranks older rows lower, it does not
         # make them less related (the chance maximum is a bound on unpenalised cosines too)

@@ -21,6 +21,13 @@ graph. Only rows of one session are neighbours (stored at most
 CPERSONA_CALIBRATE_TEMPORAL_WINDOW_MIN apart, the session of the calibration): facts an
 agent stored hours or days apart are not turns of one conversation, and lending between them
 put unrelated rows above the answer (found by a new user with a store of dated team facts).
+Only a row that could answer the recall on its own evidence lends (the quality gate's answer
+bar, `Gate.evident`, or an exact match): "the turn that matches says where to look" holds
+for a turn that matches, not for one that shares a common word — on a store of facts written
+one after another, a row holding only `project` lent 0.97 of its score to the unrelated facts
+stored beside it, which then outranked the answer (LoCoMo +0.0008 ± 0.0008, every other set
+unchanged). Lending runs after the episode boundary penalty, so a row never rises above the
+row it borrowed from.
 
 w = 1 − 2α by default, α the recall's cc weight of the vectors (½·G², G the agent's
 separation): the share of the ranking the vectors do not explain. Where neighbouring turns
@@ -54,13 +61,15 @@ def weight(setting: float | None, alpha: float) -> float:
 def spread(rows: list[Candidate], w: float, top: int, session: Session, index: VectorIndex, qvec: np.ndarray,
            scope: Scope, source_id: str, score_new: Callable[[float], float],
            keep: Callable[[Candidate], bool] = lambda _c: True, max_gap_s: float | None = None,
-           settle: Callable[[list[Candidate]], None] = lambda _rows: None) -> list[Candidate]:
+           settle: Callable[[list[Candidate]], None] = lambda _rows: None,
+           lends: Callable[[Candidate], bool] = lambda _c: True) -> list[Candidate]:
     """`rows` (cc-scored, best first) with the neighbours of the best `top` memory rows
     added and each `cc` raised to `w` × its best neighbour's where that is higher (module
     doc); best first. `score_new` turns a fetched neighbour's cosine into its cc; `keep`
     filters fetched rows (the caller's exclusions); `max_gap_s` keeps the neighbours within
     one session (None: any gap); `settle` completes the fetched rows (coverage, penalties)
-    before they lend or borrow. Rows the index does not hold (no vector) neither lend nor borrow."""
+    before they lend or borrow; only rows for which `lends` is true lend. Rows the index does
+    not hold (no vector) neither lend nor borrow."""
     heads = [c for c in rows[:top] if c.kind == MEMORY]
     if w <= 0 or not heads:
         return rows
@@ -79,10 +88,13 @@ def spread(rows: list[Candidate], w: float, top: int, session: Session, index: V
     settle(added)
     base = {i: c.cc or 0.0 for i, c in have.items()}
     lent: dict[int, float] = {}
+    lender = {i for i, c in have.items() if lends(c)}
     for head, ids in near.items():
         for n in (i for i in ids if i in base):
-            lent[n] = max(lent.get(n, 0.0), base[head])
-            lent[head] = max(lent.get(head, 0.0), base[n])
+            if head in lender:
+                lent[n] = max(lent.get(n, 0.0), base[head])
+            if n in lender:
+                lent[head] = max(lent.get(head, 0.0), base[n])
     for i, score in lent.items():
         have[i].cc = max(base[i], w * score)
     return sorted(rows + added, key=lambda c: -(c.cc or 0.0))

@@ -269,9 +269,11 @@ def spread(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> lis
     ctx.trace["neighbour_weight"] = w
     evidence = fusion.vector_evidence(ctx.background)
     exclusions = [e.strip().lower() for e in req.exclude_contents if e.strip()]
+    bar = make_gate(ctx, replace(req, deep=False))  # lenders: rows that could answer on their own
     return turns.spread(rows, w, req.limit, ctx.session, ctx.memory_index, qvec, req.scope, req.source_id,
                         lambda cos: alpha * evidence(cos), lambda c: not _excluded(c.content, exclusions),
-                        ctx.session_gap_s, lambda added: _settle(ctx, req, added))
+                        ctx.session_gap_s, lambda added: _settle(ctx, req, added),
+                        lambda c: bar.exact(c) or bar.evident(c))
 
 
 def _settle(ctx: RecallContext, req: RecallRequest, added: list[Candidate]) -> None:

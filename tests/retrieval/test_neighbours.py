@@ -110,3 +110,28 @@ def test_a_borrowing_row_never_outranks_the_row_it_borrowed_from(http_engine_fac
     assert rows.index(QUESTION) < rows.index(ANSWER), rows
     lender = by_text[QUESTION]["match_reason"]["cc"]
     assert by_text[ANSWER]["match_reason"]["cc"] == pytest.approx(0.9 * lender, abs=1e-4)
+
+
+FACTS = ["Project Hoshi is the new payments platform of the company.",
+         "The on-call rotation changes every Monday at 10:00.",
+         "Feature flags are managed in LaunchDarkly.",
+         "The web project serves its static assets through the CloudFront CDN, distribution E2ABCDEF, "
+         "with cache rules per path and access logs in an S3 bucket.",
+         "Datadog keeps our logs for seven days.",
+         "The settlement batch runs daily at 02:00."]
+
+
+def test_only_a_row_that_could_answer_lends(http_engine_factory):
+    """A row that shares a common word with the question (`project`) is no turn that
+    matches: on a store of facts written one after another its neighbours stay where their
+    own evidence puts them (a new user saw them outrank the answer)."""
+    engine = http_engine_factory("facts.db", neighbour_weight=0.9, gate_enabled=False)  # every scored row shows
+    filler = [f"Team {i} meets on day {i % 7} in room R{i}." for i in range(60)]
+    for text in [*filler[:30], *FACTS, *filler[30:]]:
+        assert engine.store("a", text)["result"] == "stored"
+    rows, by_text = _recall(engine, "What is Project Hoshi?")
+    assert rows[0] == FACTS[0], rows
+    cc = {text: by_text[text]["match_reason"]["cc"] for text in FACTS if text in by_text}
+    assert cc[FACTS[1]] == pytest.approx(0.9 * cc[FACTS[0]], abs=1e-4)  # beside the answer: lent
+    for text in (FACTS[2], FACTS[4]):  # beside the `project`-only row: their own score only
+        assert cc.get(text, 0.0) < 0.9 * cc[FACTS[3]] - 1e-3, (text, cc)

@@ -22,6 +22,7 @@ from cpersona.index.vector_index import VectorIndex, WindowStats
 from cpersona.policy.validate import MAX_LIMIT
 from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring, separation
 from cpersona.retrieval import neighbours as turns
+from cpersona.retrieval.anchors import Anchors
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
@@ -97,6 +98,8 @@ class RecallContext:
     returned: list[Candidate] = field(default_factory=list)
     #: rows that matched but were all held back by the gate (0 when any row is returned)
     withheld: int = 0
+    #: the query's identifiers and names that none of those withheld rows mentions
+    unmentioned: list[str] = field(default_factory=list)
     #: runs fn(session) on another read connection in a worker thread (None = no second
     #: connection: every stage runs on `session`, one after the other)
     parallel: Callable[[Callable[[Session], Any]], Future] | None = None
@@ -324,7 +327,7 @@ def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
         fused_gate=None if ctx.fused_gate is None else ctx.fused_gate * half, gate_signal=ctx.gate_signal,
         cosine_min=None if ctx.cosine_min is None else ctx.cosine_min * half, enabled=ctx.gate_enabled,
         answer=None if req.deep else gate.answer_bar(ctx.vector_threshold, ctx.beta, ctx.vectors, background),
-        whole=req.query.strip().lower(), chance_max=chance_max,
+        whole=req.query.strip().lower(), chance_max=chance_max, anchors=Anchors.of(req.query),
     )
 
 
@@ -335,6 +338,7 @@ def apply_gate(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) ->
     g = make_gate(ctx, req)
     kept = g.apply(rows, req.limit)
     ctx.withheld = 0 if any(c.kind != PROFILE for c in kept) else sum(c.kind != PROFILE for c in rows[:req.limit])
+    ctx.unmentioned = g.missing(rows[:req.limit]) if ctx.withheld else []
     ctx.trace.update(pool=g.pool, min_score=g.min_score, fused_gate=g.fused_gate, gate_signal=g.gate_signal,
                      before_gate=len(rows), after_gate=len(kept))
     ctx.gate_fallback = False

@@ -51,9 +51,11 @@ _MARKED = re.compile(r"_|[./:#@-].*[./:#@-]")
 #: A number with a unit or an ordinal: `10th`, `3rd`, `5pm`, `100mg`, `1990s`, `2.5k`, `5-day`, `10-minute`.
 _QUANTITY = re.compile(r"\d+(?:[.,]\d+)?(?:[A-Za-z]{1,4}|-[A-Za-z]+)")
 _HAS_LETTER = re.compile(r"[A-Za-z]")
+_INNER_MARK = re.compile(r"[0-9_]|\w[./:#@-]\w")
 _ALNUM = re.compile(r"[0-9a-z]+")
 _JOIN = "[^0-9a-z]*"
 _NAME = re.compile(r"[A-Z][a-z]+")
+_UPPER_INSIDE = re.compile(r"(?<=.)[A-Z]", re.S)
 _CAMEL = re.compile(r"[A-Za-z]*[a-z][A-Z][A-Za-z]*")
 _SENTENCE_END = re.compile(r"(?<=[.?!。？！])\s+")
 _POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
@@ -75,6 +77,8 @@ def spelling(identifier: str) -> re.Pattern[str]:
 
 def identifiers(query: str) -> tuple[str, ...]:
     """The query's identifiers as written (module doc), in order, without repeats."""
+    if not _INNER_MARK.search(query):
+        return ()  # no digit, underscore or joiner between two characters: no identifier
     found = [m for m in _RUN.findall(query) if len(m) >= 4 and not _QUANTITY.fullmatch(m)
              and _HAS_LETTER.search(m) and (_LETTER_DIGIT.search(m) or _MARKED.search(m))]
     return tuple(dict.fromkeys(found))
@@ -83,8 +87,12 @@ def identifiers(query: str) -> tuple[str, ...]:
 def names(query: str) -> dict[str, str]:
     """{word-index term: the name as written} of the query's names (module doc)."""
     found: dict[str, str] = {}
+    if query[1:].islower() or not _UPPER_INSIDE.search(query):
+        return found  # no capital after the first character: no name
     for sentence in _SENTENCE_END.split(query.strip()):
         for i, token in enumerate(sentence.split()):
+            if token.islower():
+                continue
             word = _POSSESSIVE.sub("", token.strip(_EDGE)).strip(_EDGE)
             if not _CAMEL.fullmatch(word) and (i == 0 or not _NAME.fullmatch(word) or word.lower() in _CALENDAR
                                                 or word.lower() in STOPWORDS):

@@ -16,6 +16,11 @@ underscores, inner punctuation or camelCase: `CVE-2024-3094`, `ERR_TIMEOUT_1750`
 nothing for an exact error string on a 30-memory store with embeddings off. The rule holds
 under calibration and confidence scoring too, and autocut never cuts an exact match.
 
+What a query names (retrieval/anchors.py) is held against the rows it would return: when
+none of them holds any of its identifiers (`CVE-2024-3095` on a store that only mentions
+`CVE-2024-3094`) the recall answers with exact matches only; a row holding none of its names
+(`Caroline`) answers on its cosine alone (`UNNAMED`).
+
 Calibrated gate (cpersona/calibration/): when the agent has a fused gate measured on
 the active signal, rows keyed on that signal compare against it instead of the heuristic;
 a cc row then passes when its cc clears the gate OR its cosine clears the agent's

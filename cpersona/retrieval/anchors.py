@@ -37,14 +37,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cpersona.retrieval.lexical import token_set
+from cpersona.retrieval.lexical import ASCII_RUN, token_set
 from cpersona.util.text import STOPWORDS
 from cpersona.util.words import query_terms
 
-#: Runs of ASCII letters, digits and identifier punctuation inside any text (an identifier
-#: glued to Japanese, `ERR_TLS_7841への対応`, is found whole).
-_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./:#@]*[A-Za-z0-9]")
-#: What makes a run an identifier of this rule: letters with digits, an underscore, camelCase,
+#: What makes a run an identifier of this rule: letters with digits, an underscore,
 #: or two joiners (`src/app.py`, `a.b.c`); one joiner between letters is a word pair.
 _LETTER_DIGIT = re.compile(r"[A-Za-z].*\d|\d.*[A-Za-z]")
 _MARKED = re.compile(r"_|[./:#@-].*[./:#@-]")
@@ -79,7 +76,7 @@ def identifiers(query: str) -> tuple[str, ...]:
     """The query's identifiers as written (module doc), in order, without repeats."""
     if not _INNER_MARK.search(query):
         return ()  # no digit, underscore or joiner between two characters: no identifier
-    found = [m for m in _RUN.findall(query) if len(m) >= 4 and not _QUANTITY.fullmatch(m)
+    found = [m for m in ASCII_RUN.findall(query) if len(m) >= 4 and not _QUANTITY.fullmatch(m)
              and _HAS_LETTER.search(m) and (_LETTER_DIGIT.search(m) or _MARKED.search(m))]
     return tuple(dict.fromkeys(found))
 

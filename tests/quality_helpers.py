@@ -95,3 +95,22 @@ def contents(res: dict) -> list[str]:
 
 def utc(days: float = 0.0) -> str:
     return (datetime.now(UTC) + timedelta(days=days)).isoformat()
+
+
+#: A small ops store: the CVE row holds every word of the near-miss question but its number.
+OPS_NOTES = (
+    "CVE-2024-3094: the xz-utils 5.6.0 and 5.6.1 backdoor in liblzma; we pinned xz-utils 5.4.6 on every "
+    "build host and rebuilt the sshd images.",
+    "CVE-2023-4863: the libwebp heap overflow; Chrome and the image service were patched on 2023-09-14.",
+    "The staging database moved to port 5433 after the upgrade.",
+    "Deploys go out on Thursdays after the 14:00 review.",
+    "We use GitHub Actions for CI and Renovate for dependency updates.",
+    "Postgres 16 runs the billing service; backups are taken nightly at 02:00.",
+    "The on-call rotation changes every Monday at 09:00.",
+    "Security advisories are triaged within one business day by the platform team.",
+    "Build hosts run Debian 12 with unattended upgrades disabled.",
+    "Caroline leads the platform team and owns the build hosts.",
+    "Melanie painted a lake sunrise for the office kitchen.",
+)
+ANCHOR_NEAR_MISS = "How did we fix the xz-utils backdoor CVE-2024-3095 on the build hosts?"
+ANCHOR_EXACT = "How did we fix the xz-utils backdoor CVE-2024-3094 on the build hosts?"

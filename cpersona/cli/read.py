@@ -30,6 +30,7 @@ from cpersona.cli.common import (
     wait_for_model,
 )
 from cpersona.config import Settings
+from cpersona.service.recall import WITHHELD_WHY
 
 
 def _agents(engine) -> list[str]:
@@ -193,7 +194,10 @@ def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False) -
     withheld = sum(a.get("withheld", {}).get("rows", 0) for a in answers.values())
     if withheld and not shown:
         rows_word = "row" if withheld == 1 else "rows"
-        out.print(f"[dim]{withheld} {rows_word} matched too weakly to count as an answer: --deep halves the bar[/dim]")
+        # the identifiers / names that no matched row mentions, when that is why (service/recall.py)
+        why = sorted({a["withheld"]["why"] for a in answers.values() if a.get("withheld")} - {WITHHELD_WHY})
+        held = f"held back — {'; '.join(why)}" if why else "matched too weakly to count as an answer"
+        out.print(f"[dim]{withheld} {rows_word} {held}: --deep halves the bar[/dim]")
     if advisory:
         note = advisory.get("reason") or advisory.get("evidence") or "search is degraded"
         out.print(f"[dim]note: {note}[/dim]")

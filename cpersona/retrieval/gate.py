@@ -16,6 +16,11 @@ underscores, inner punctuation or camelCase: `CVE-2024-3094`, `ERR_TIMEOUT_1750`
 nothing for an exact error string on a 30-memory store with embeddings off. The rule holds
 under calibration and confidence scoring too, and autocut never cuts an exact match.
 
+What a query names (retrieval/anchors.py) is held against the rows it would return: when
+none of them holds any of its identifiers (`CVE-2024-3095` on a store that only mentions
+`CVE-2024-3094`) the recall answers with exact matches only; a row holding none of its names
+(`Caroline`) answers on its cosine alone (`UNNAMED`).
+
 Calibrated gate (cpersona/calibration/): when the agent has a fused gate measured on
 the active signal, rows keyed on that signal compare against it instead of the heuristic;
 a cc row then passes when its cc clears the gate OR its cosine clears the agent's
@@ -31,9 +36,10 @@ import itertools
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from cpersona.retrieval.anchors import Anchors
 from cpersona.retrieval.candidate import PROFILE, Candidate
 
 #: Pool size at which the heuristic reaches its floor (the original's pool-size heuristic).
@@ -91,6 +97,12 @@ JOINT = 1.5
 #: questions asked of LoCoMo's agents stay 56 % unanswered (68 % at ½) and the hand-written
 #: unanswerable questions of the tiny store all stay empty.
 NO_VECTOR_SHARE = 0.4
+#: A row that holds none of the query's names (retrieval/anchors.py) answers on its cosine
+#: alone, at the joint bar: its words count for nothing. On LoCoMo's questions asked of the
+#: pooled LongMemEval agent (9.8k rows, where every word of "What did Caroline research?"
+#: but the name is in some long row) this took the unanswered share from 24.5 % to 72 %;
+#: 1.5–2.0 × the cosine bar measured alike (benchmarks/README.md, round 6).
+UNNAMED = JOINT
 
 
 def chance_maximum(n: int, mean: float, std: float) -> float | None:
@@ -177,6 +189,8 @@ class Gate:
     answer: tuple[float, float] | None = None
     #: `chance_maximum` of the query's scan window (None = no vector background)
     chance_max: float | None = None
+    #: the identifiers and names the query is about (retrieval/anchors.py)
+    anchors: Anchors = field(default_factory=Anchors)
 
     def exact(self, cand: Candidate) -> bool:
         """The row contains a needle, or IS the query (a stored text is findable by itself,
@@ -209,22 +223,38 @@ class Gate:
         return value >= threshold
 
     def answers(self, rows: list[Candidate]) -> bool:
-        """Whether the recall has anything to say: some row is an exact match, holds the
-        answer bar's share of the query's word information, has a cosine of `VECTOR_ALONE`
-        × its cosine (cosine and words together, for a row above the chance maximum), or
-        has both halves of the evidence adding up to `JOINT`. A question whose rare words appear in
-        no row and whose nearest row is not close ("Do we use Kubernetes?" on a store
-        without it) gets no row. Cosines are judged before the episode boundary penalty."""
+        """Whether the recall has anything to say: some row is an exact match, or — when
+        some row holds one of the query's identifiers, if it has any (retrieval/anchors.py) —
+        some row holds the answer bar's share of the query's word information, has a cosine
+        of `VECTOR_ALONE` × its cosine (cosine and words together, for a row above the chance
+        maximum), or has both halves of the evidence adding up to `JOINT`; a row holding
+        none of the query's names counts its cosine alone, at `UNNAMED`. When no row holds
+        any of the query's identifiers, no row answers but an exact match. A question whose
+        rare words appear in no row and whose nearest row is not close ("Do we use
+        Kubernetes?" on a store without it) gets no row; so does one about `CVE-2024-3095`
+        on a store that only mentions `CVE-2024-3094`. Cosines are judged before the episode
+        boundary penalty."""
         if self.answer is None or not self.enabled or self.blank_query:
             return True
         if all(c.cosine is None and c.coverage is None for c in rows):
             return True  # no evidence to judge by (FTS off and no vectors): the pool heuristic decides
-        return any(c.kind != PROFILE and (self.exact(c) or self.evident(c)) for c in rows)
+        rows = [c for c in rows if c.kind != PROFILE]
+        if any(self.exact(c) for c in rows):
+            return True
+        if self.anchors.idents and not any(self.anchors.idents_held(c.content) for c in rows):
+            return False
+        return any(self.evident(c) for c in rows)
+
+    def missing(self, rows: list[Candidate]) -> list[str]:
+        """The query's identifiers and names (as written) that none of `rows` holds."""
+        return self.anchors.missing([c.content for c in rows if c.kind != PROFILE])
 
     def evident(self, cand: Candidate) -> bool:
-        """Whether `cand`'s own evidence clears the answer bar (`answers`); True without a bar."""
+        """Whether `cand`'s own evidence clears the answer bar (`answers`; a row holding none
+        of the query's names by its cosine alone); True without a bar."""
         if self.answer is None:
             return True
+        named = self.anchors.holds_name(cand.content)
         cos_unit, cov_unit = self.answer
         # the row's own cosine: the episode boundary penalty ranks older rows lower, it does not
         # make them less related (the chance maximum is a bound on unpenalised cosines too)
@@ -232,6 +262,8 @@ class Gate:
         cosine = raw if raw is not None else 0.0
         # a threshold ≤ 0 (CPERSONA_VECTOR_MIN_SIMILARITY may be negative): any cosine reaching it answers
         vector = cosine / cos_unit if cos_unit > 0 else (math.inf if cosine >= cos_unit else 0.0)
+        if not named:
+            return vector >= UNNAMED
         words = (cand.coverage or 0.0) / cov_unit
         outlier = self.chance_max is not None and raw is not None and raw >= self.chance_max
         return words >= 1.0 or vector + words >= JOINT or vector + (words if outlier else 0.0) >= VECTOR_ALONE

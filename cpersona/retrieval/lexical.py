@@ -85,7 +85,7 @@ class WordQuery:
 #: Runs of ASCII letters, digits and identifier punctuation; one is an identifier when it has
 #: ≥ 4 characters and a digit, an underscore, inner punctuation or camelCase (the exact-match
 #: rule of the quality gate).
-_ASCII_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./:#@]*[A-Za-z0-9]")
+ASCII_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./:#@]*[A-Za-z0-9]")
 _IDENT = re.compile(r"\d|_|[A-Za-z0-9][-./:#@][A-Za-z0-9]|[a-z][A-Z]")
 #: The share of `lexical` that rests on the row's word coverage (module doc).
 COVERAGE_SHARE = 0.5
@@ -115,7 +115,7 @@ def word_query(session: Session, text: str) -> WordQuery:
         weights[term] = word_prior.blend(weights[term], word_prior.language_idf(forms.get(term, [term])), rows)
         if (counts[term] == 0 and is_bigram(term)) or term in recency.TIME_WORDS:
             weights[term] = 0.0
-    idents = tuple(dict.fromkeys(m.lower() for m in _ASCII_RUN.findall(text) if len(m) >= 4 and _IDENT.search(m)))
+    idents = tuple(dict.fromkeys(m.lower() for m in ASCII_RUN.findall(text) if len(m) >= 4 and _IDENT.search(m)))
     return WordQuery(terms, weights, groups, term_stats.drop_common(session, WORDS, list(terms), counts), idents)
 
 

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
-import numpy as np
-
-from cpersona.config import Settings
-from cpersona.index.vector_index import VectorIndex, WindowStats
+from cpersona.index.vector_index import WindowStats
 from cpersona.policy.validate import MAX_LIMIT
 from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring, separation
 from cpersona.retrieval import neighbours as turns
+from cpersona.retrieval.anchors import Anchors
 from cpersona.retrieval.candidate import PROFILE, Candidate
+from cpersona.retrieval.recall_context import RecallContext, RecallRequest, make_context
 from cpersona.retrieval.response import message
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
@@ -43,101 +42,6 @@ CC_KEYWORD_DEPTH_FACTOR = 2
 #: default answers (judging only the first 3 rows, say, made a recall empty at limit 3 that
 #: answered at 10).
 JUDGED_DEPTH = 10
-
-
-@dataclass(frozen=True)
-class RecallRequest:
-    """Arguments of one recall (validated by the caller).
-
-    limit is the per-retriever depth AND the response cap (1..100).
-    """
-
-    agent_id: str
-    query: str
-    limit: int = 10
-    deep: bool = False
-    channel: str = ""
-    project_id: str | None = None
-    source_id: str = ""
-    exclude_contents: tuple[str, ...] = ()
-
-    @property
-    def scope(self) -> Scope:
-        return Scope(self.agent_id, self.project_id, self.channel or None)
-
-
-@dataclass
-class RecallContext:
-    """What the pipeline needs for one recall (build it with `make_context`)."""
-
-    session: Session
-    mode: str
-    rrf_k: int
-    window: int
-    vector_threshold: float
-    memory_index: VectorIndex | None
-    episode_index: VectorIndex | None
-    embed_query: Callable[[str], np.ndarray | None]
-    weights: dict[str, float] = field(default_factory=dict)
-    #: cc's weight of the vector evidence; None = per agent from its vectors (retrieval/separation.py)
-    cc_alpha: float | None = None
-    recency_weight: float = recency.WEIGHT
-    #: cc: share of its best time-neighbouring row's score a row can take; None = 1 − 2α (retrieval/neighbours.py)
-    neighbour_weight: float | None = None
-    #: the longest gap between two rows of one session, seconds (CPERSONA_CALIBRATE_TEMPORAL_WINDOW_MIN)
-    session_gap_s: float = 1800.0
-    #: Rows the gate governs in a scope; the recall service passes a cached count.
-    pool_size: Callable[[Scope], int] | None = None
-    episode_penalty: tuple[bool, float, float] = (True, 0.01, 0.5)
-    autocut: tuple[bool, int, float] = (True, 3, 0.15)
-    trace: dict[str, Any] = field(default_factory=dict)
-    # the agent's calibrated gate, confidence scoring, profiles
-    gate_enabled: bool = True
-    fused_gate: float | None = None
-    gate_signal: str | None = None
-    cosine_min: float | None = None
-    beta: float = 1.0
-    confidence: confidence.ConfidenceParams | None = None
-    inject_profiles: bool = True
-    # outcome of the last `recall`: rescue flag and the rows returned (best first)
-    gate_fallback: bool = False
-    returned: list[Candidate] = field(default_factory=list)
-    #: rows that matched but were all held back by the gate (0 when any row is returned)
-    withheld: int = 0
-    #: runs fn(session) on another read connection in a worker thread (None = no second
-    #: connection: every stage runs on `session`, one after the other)
-    parallel: Callable[[Callable[[Session], Any]], Future] | None = None
-    #: the query's word terms and idf, set by `retrieve` (None: FTS off or blank query)
-    words: lexical.WordQuery | None = None
-    #: whether the vector channel ran (a query vector and a resident index), set by `retrieve`
-    vectors: bool = False
-    #: the query's cosines over the memory scan window (count, mean, std), set by `retrieve`
-    background: WindowStats | None = None
-    #: cc's weight of the vector evidence used by this recall, set by `fuse` (None: not cc)
-    alpha: float | None = None
-
-
-def make_context(settings: Settings, session: Session, indexes: dict[str, VectorIndex] | None,
-                 agent_gate: gate.AgentGate, embed_query: Callable[[str], np.ndarray | None],
-                 pool_size: Callable[[Scope], int] | None = None, inject_profiles: bool = True) -> RecallContext:
-    """The RecallContext of one recall (or one calibration query) from the settings, the
-    agent's gate and the resident indexes (None = no vector channel)."""
-    s = settings
-    return RecallContext(
-        session=session, mode=s.recall_mode, rrf_k=s.rrf_k,
-        window=s.max_memories, vector_threshold=agent_gate.vector_threshold,
-        memory_index=indexes["memories"] if indexes else None,
-        episode_index=indexes["episodes"] if indexes else None,
-        embed_query=embed_query, weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
-        recency_weight=s.recency_weight, neighbour_weight=s.neighbour_weight,
-        session_gap_s=60.0 * s.calibrate_temporal_window_min,
-        episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
-        autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
-        gate_enabled=s.gate_enabled, fused_gate=agent_gate.fused_gate, gate_signal=agent_gate.signal,
-        cosine_min=agent_gate.cosine_min, beta=agent_gate.beta,
-        confidence=confidence.ConfidenceParams.from_settings(s) if s.confidence_enabled else None,
-        inject_profiles=inject_profiles, pool_size=pool_size,
-    )
 
 
 def _pool(ctx: RecallContext, scope: Scope) -> int:
@@ -350,7 +254,7 @@ def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
         fused_gate=None if ctx.fused_gate is None else ctx.fused_gate * half, gate_signal=ctx.gate_signal,
         cosine_min=None if ctx.cosine_min is None else ctx.cosine_min * half, enabled=ctx.gate_enabled,
         answer=None if req.deep else gate.answer_bar(ctx.vector_threshold, ctx.beta, ctx.vectors, background),
-        whole=req.query.strip().lower(), chance_max=chance_max,
+        whole=req.query.strip().lower(), chance_max=chance_max, anchors=Anchors.of(req.query),
     )
 
 
@@ -361,6 +265,7 @@ def apply_gate(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) ->
     g = make_gate(ctx, req)
     kept = g.apply(rows, req.limit)
     ctx.withheld = 0 if any(c.kind != PROFILE for c in kept) else sum(c.kind != PROFILE for c in rows[:req.limit])
+    ctx.unmentioned = g.missing(rows[:req.limit]) if ctx.withheld else []
     ctx.trace.update(pool=g.pool, min_score=g.min_score, fused_gate=g.fused_gate, gate_signal=g.gate_signal,
                      before_gate=len(rows), after_gate=len(kept))
     ctx.gate_fallback = False

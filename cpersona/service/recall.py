@@ -122,7 +122,8 @@ class RecallService(ServiceBase):
         if not messages and req.query.strip() and self.pool_size(req.scope) == 0:
             response["note"] = f"agent {req.agent_id!r} has no memories or episodes in this scope"
         if ctx.withheld:
-            response["withheld"] = {"rows": ctx.withheld, "why": WITHHELD_WHY}
+            why = f"none of the matched rows mentions {', '.join(ctx.unmentioned)}" if ctx.unmentioned else WITHHELD_WHY
+            response["withheld"] = {"rows": ctx.withheld, "why": why}
             if not req.deep:
                 response["withheld"]["fix"] = "recall(deep=true) halves the bar"
         self._after_recall(req, ctx, agent_gate, response)

@@ -67,6 +67,16 @@ def test_store_list_recall_stats(cli):
     assert "2 agents" in out
 
 
+def test_recall_says_which_identifier_no_row_mentions(cli):
+    """A question about an identifier that no matched row mentions answers nothing and says
+    so (retrieval/anchors.py), instead of the generic 'matched too weakly'."""
+    assert cli("store", "The staging cluster eu-west-2 runs CVE-2024-3094 scans nightly", "--agent", "kai")[0] == 0
+    out = cli("recall", "does the staging cluster run CVE-2024-3095 scans?", "--agent", "kai")[1]
+    assert out.startswith("nothing relevant found")
+    assert "1 row held back — none of the matched rows mentions CVE-2024-3095" in out
+    assert "CVE-2024-3094 scans" in cli("recall", "does the staging cluster run CVE-2024-3094 scans?", "--agent", "kai")[1]
+
+
 def test_stats_shows_the_vector_model_and_queue(cli, fake_embed):
     eng = new_engine(cli.db, embedding_mode="http", embedding_url=fake_embed.url, task_queue_enabled=False)
     eng.store("kai", "embedded row")

@@ -23,6 +23,8 @@ from cpersona.policy.validate import MAX_LIMIT
 from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring, separation
 from cpersona.retrieval import neighbours as turns
 from cpersona.retrieval.candidate import PROFILE, Candidate
+from cpersona.retrieval.unlisted import Unlisted
+from cpersona.retrieval.unlisted import fill as fill_unlisted
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
 
@@ -106,6 +108,9 @@ class RecallContext:
     vectors: bool = False
     #: the query's cosines over the memory scan window (count, mean, std), set by `retrieve`
     background: WindowStats | None = None
+    #: cc: vector hits the keyword channel cut off get its ceiling (retrieval/unlisted.py); what it knows of them
+    keyword_ceiling: bool = False
+    unlisted: Unlisted = field(default_factory=Unlisted)
 
 
 def make_context(settings: Settings, session: Session, indexes: dict[str, VectorIndex] | None,
@@ -120,7 +125,7 @@ def make_context(settings: Settings, session: Session, indexes: dict[str, Vector
         memory_index=indexes["memories"] if indexes else None,
         episode_index=indexes["episodes"] if indexes else None,
         embed_query=embed_query, weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
-        recency_weight=s.recency_weight, neighbour_weight=s.neighbour_weight,
+        recency_weight=s.recency_weight, neighbour_weight=s.neighbour_weight, keyword_ceiling=s.keyword_ceiling,
         session_gap_s=60.0 * s.calibrate_temporal_window_min,
         episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
         autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
@@ -165,7 +170,8 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
             _vector_channel, ctx, retrievers.Query(req.query, req.scope, req.limit, req.source_id)))
     query = retrievers.Query(req.query, req.scope, req.limit, req.source_id, words)
     # Keyword channels first: the query vector may still be computing in another thread.
-    keyword_channels = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth), word_half)}
+    keyword_channels: dict[str, list[Candidate]] = {}
+    keyword_channels["keyword"], ctx.unlisted = retrievers.keyword(ctx.session, replace(query, limit=depth), word_half)
     ctx.words = word_half()[0] if word_half is not None else words
     query = replace(query, words=ctx.words)
     if not blank:
@@ -230,6 +236,8 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
         backfill(ctx, req, [c for name in ("episodes", "keyword") for c in channels.get(name, [])])
         if ctx.words is not None:
             lexical.score_episodes(channels.get("episodes", []), ctx.words)
+            if ctx.keyword_ceiling:
+                fill_unlisted(channels.get("vector", []), channels.get("keyword", []), ctx.unlisted, ctx.words)
         alpha = ctx.cc_alpha
         if alpha is None:
             index = ctx.memory_index if ctx.vectors else None
@@ -383,14 +391,5 @@ def recall(ctx: RecallContext, req: RecallRequest) -> list[dict[str, Any]]:
     return [message(c) for c in rows]
 
 
-__all__ = [
-    "RecallContext",
-    "RecallRequest",
-    "apply_gate",
-    "fuse",
-    "make_context",
-    "penalise",
-    "rank",
-    "recall",
-    "retrieve",
-]
+__all__ = ["RecallContext", "RecallRequest", "apply_gate", "fuse", "make_context", "penalise", "rank", "recall",
+           "retrieve"]

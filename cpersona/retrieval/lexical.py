@@ -158,8 +158,14 @@ def score(rows: list[Candidate], wq: WordQuery) -> list[Candidate]:
         t, w = tri.get(cand.key, 0.0), word.get(cand.key, 0.0)
         cand.lexical, both[cand.key] = max(t, w), t + w
         if cand.coverage is not None:
-            cand.lexical *= 1.0 - COVERAGE_SHARE + COVERAGE_SHARE * wq.credited(cand.content, cand.coverage)
+            cand.lexical *= coverage_factor(wq, cand.content, cand.coverage)
     return sorted(rows, key=lambda c: (-(c.lexical or 0.0), -both[c.key]))
+
+
+def coverage_factor(wq: WordQuery, content: str, coverage: float) -> float:
+    """1 − s + s·coverage' (s = COVERAGE_SHARE, coverage' = `WordQuery.credited`): the factor
+    of a row's relative bm25 in its `lexical` (module doc)."""
+    return 1.0 - COVERAGE_SHARE + COVERAGE_SHARE * wq.credited(content, coverage)
 
 
 def score_episodes(rows: list[Candidate], wq: WordQuery) -> None:
@@ -173,4 +179,4 @@ def score_episodes(rows: list[Candidate], wq: WordQuery) -> None:
         cand.lexical = rel.get(cand.key, 1.0)
         cand.coverage = wq.coverage(cand.content) if wq.terms else None
         if cand.coverage is not None:
-            cand.lexical *= 1.0 - COVERAGE_SHARE + COVERAGE_SHARE * wq.credited(cand.content, cand.coverage)
+            cand.lexical *= coverage_factor(wq, cand.content, cand.coverage)

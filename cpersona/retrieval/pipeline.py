@@ -23,6 +23,7 @@ from cpersona.retrieval.anchors import Anchors
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.retrieval.recall_context import RecallContext, RecallRequest, make_context
 from cpersona.retrieval.response import message
+from cpersona.retrieval.unlisted import fill as fill_unlisted
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
 
@@ -78,7 +79,8 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
             _vector_channel, ctx, retrievers.Query(req.query, req.scope, req.limit, req.source_id)))
     query = retrievers.Query(req.query, req.scope, req.limit, req.source_id, words)
     # Keyword channels first: the query vector may still be computing in another thread.
-    keyword_channels = {"keyword": retrievers.keyword(ctx.session, replace(query, limit=depth), word_half)}
+    keyword_channels: dict[str, list[Candidate]] = {}
+    keyword_channels["keyword"], ctx.unlisted = retrievers.keyword(ctx.session, replace(query, limit=depth), word_half)
     ctx.words = word_half()[0] if word_half is not None else words
     query = replace(query, words=ctx.words)
     if not blank:
@@ -143,6 +145,8 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
         backfill(ctx, req, [c for name in ("episodes", "keyword") for c in channels.get(name, [])])
         if ctx.words is not None:
             lexical.score_episodes(channels.get("episodes", []), ctx.words)
+            if ctx.keyword_ceiling:
+                fill_unlisted(channels.get("vector", []), channels.get("keyword", []), ctx.unlisted, ctx.words)
         alpha = ctx.cc_alpha
         if alpha is None:
             index = ctx.memory_index if ctx.vectors else None
@@ -292,14 +296,5 @@ def recall(ctx: RecallContext, req: RecallRequest) -> list[dict[str, Any]]:
     return [message(c) for c in rows]
 
 
-__all__ = [
-    "RecallContext",
-    "RecallRequest",
-    "apply_gate",
-    "fuse",
-    "make_context",
-    "penalise",
-    "rank",
-    "recall",
-    "retrieve",
-]
+__all__ = ["RecallContext", "RecallRequest", "apply_gate", "fuse", "make_context", "penalise", "rank", "recall",
+           "retrieve"]

@@ -14,6 +14,7 @@ from cpersona.config import Settings
 from cpersona.index.vector_index import VectorIndex, WindowStats
 from cpersona.retrieval import confidence, gate, lexical, recency
 from cpersona.retrieval.candidate import Candidate
+from cpersona.retrieval.unlisted import Unlisted
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
 
@@ -88,6 +89,9 @@ class RecallContext:
     vectors: bool = False
     #: the query's cosines over the memory scan window (count, mean, std), set by `retrieve`
     background: WindowStats | None = None
+    #: cc: vector hits the keyword channel cut off get its ceiling (retrieval/unlisted.py); what it knows of them
+    keyword_ceiling: bool = False
+    unlisted: Unlisted = field(default_factory=Unlisted)
     #: cc's weight of the vector evidence used by this recall, set by `fuse` (None: not cc)
     alpha: float | None = None
 
@@ -104,7 +108,7 @@ def make_context(settings: Settings, session: Session, indexes: dict[str, Vector
         memory_index=indexes["memories"] if indexes else None,
         episode_index=indexes["episodes"] if indexes else None,
         embed_query=embed_query, weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
-        recency_weight=s.recency_weight, neighbour_weight=s.neighbour_weight,
+        recency_weight=s.recency_weight, neighbour_weight=s.neighbour_weight, keyword_ceiling=s.keyword_ceiling,
         session_gap_s=60.0 * s.calibrate_temporal_window_min,
         episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
         autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),

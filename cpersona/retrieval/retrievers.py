@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cpersona.index.vector_index import VectorIndex, WindowStats
-from cpersona.retrieval import lexical
+from cpersona.retrieval import lexical, unlisted
 from cpersona.retrieval.candidate import EPISODE, MEMORY, Candidate
 from cpersona.retrieval.term_stats import prune_common
 from cpersona.storage import Session
@@ -135,18 +135,21 @@ def word_channel(session: Session, query: Query) -> WordHits:
         expr, query.scope, query.source_id, query.limit))
 
 
-def keyword(session: Session, query: Query, words: Callable[[], WordHits] | None = None) -> list[Candidate]:
+def keyword(session: Session, query: Query,
+            words: Callable[[], WordHits] | None = None) -> tuple[list[Candidate], unlisted.Unlisted]:
     """Memory keyword channel: the trigram and word indexes fused (retrieval/lexical.py);
     the LIKE fallback when FTS is off or neither index matched. `words` returns the word
     half when the caller started it elsewhere (`word_channel` of the same query); None =
     computed here, after the trigram MATCH.
 
-    A blank query returns the newest `limit` memories (pure recency, no score).
+    A blank query returns the newest `limit` memories (pure recency, no score). Also returns
+    what the channel knows of the rows it did not return (retrieval/unlisted.py).
     """
     if not query.text.strip():
-        return [memory_candidate(r) for r in session.memories.newest(query.scope, query.source_id, query.limit)]
+        return [memory_candidate(r) for r in session.memories.newest(query.scope, query.source_id,
+                                                                     query.limit)], unlisted.NONE
     if not session.search.fts_enabled:
-        return like(session, query)
+        return like(session, query), unlisted.NONE
     found: dict[int, Candidate] = {}
     trigram = _fts(session, "memories_fts", query, lambda expr: session.search.memories_fts(
         expr, query.scope, query.source_id, query.limit))
@@ -158,9 +161,14 @@ def keyword(session: Session, query: Query, words: Callable[[], WordHits] | None
         cand = found.setdefault(row.id, memory_candidate(row))
         cand.word_bm25 = rank
     if not found:
-        return like(session, query)
+        return like(session, query), unlisted.NONE
     complete_scores(found, query.limit, trigram, query.text)
-    return lexical.score(list(found.values()), wq)[: query.limit]
+    scored = lexical.score(list(found.values()), wq)
+    cut = [(hits[-1][1], name) for hits, name in ((trigram, "bm25"), (word_rows, "word_bm25"))
+           if len(hits) >= query.limit]
+    known = unlisted.Unlisted({c.id: c.lexical or 0.0 for c in scored[query.limit:]},
+                              unlisted.ceiling(scored, cut))
+    return scored[: query.limit], known
 
 
 def like(session: Session, query: Query) -> list[Candidate]:

@@ -26,9 +26,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _summary(res: dict) -> str:
     verb = "would import" if res["dry_run"] else "imported"
-    return (f"{verb} {res['imported_memories']} memories ({res['skipped_memories']} skipped), "
+    kept = f", {res['embeddings_kept']} vectors kept" if res.get("embeddings_kept") else ""
+    line = (f"{verb} {res['imported_memories']} memories ({res['skipped_memories']} skipped), "
             f"{res['imported_episodes']} episodes ({res['skipped_episodes']} skipped), "
-            f"{res.get('profiles_updated', 0)} profiles — format {res.get('format')}")
+            f"{res.get('profiles_updated', 0)} profiles{kept} — format {res.get('format')}")
+    return f"{line}\n  {res['vector_note']}" if res.get("vector_note") else line
 
 
 def import_command(settings: Settings, args: argparse.Namespace) -> int:

@@ -36,6 +36,9 @@ from cpersona.errors import ConfigError, InvalidArgument, StorageError
 COMMANDS = (serve, read, write, settings, reembed, proxy, checkup, export, imports, merge, backup, migrate)
 EMBED_SERVER = "embed-server"
 INTERRUPTED = 130
+#: Exit status when the reader of stdout went away (`| head`): 128 + SIGPIPE, as a command
+#: killed by the signal reports it, silently.
+CLOSED_OUTPUT = 141
 
 
 def _setup_logging(level: str) -> None:
@@ -50,6 +53,18 @@ def _limit_math_threads(threads: int) -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=threads)
+
+
+def _output_closed() -> int:
+    """stdout's reader closed the pipe: nothing more can be said there, and it is no error
+    of ours. stdout is pointed at os.devnull so the interpreter's final flush stays silent
+    (the recipe of Python's `signal` module documentation, "Note on SIGPIPE")."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return CLOSED_OUTPUT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,9 +106,13 @@ def main(argv: list[str] | None = None) -> int:
 
             for note in unknown_variables():
                 print(f"cpersona: warning: {note}", file=sys.stderr)
-        return int(args.func(resolved, args))
+        status = int(args.func(resolved, args))
+        sys.stdout.flush()  # a closed pipe is noticed here, not in the interpreter's last flush
+        return status
     except (ConfigError, StorageError, InvalidArgument) as err:
         return fail(str(err), USAGE)
+    except BrokenPipeError:
+        return _output_closed()
     except OSError as err:
         where = resolved.db_path if resolved is not None else "?"
         return fail(f"cannot open the database ({where}): {err}", USAGE)

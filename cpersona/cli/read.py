@@ -67,7 +67,7 @@ def stats_command(settings: Settings, args: argparse.Namespace) -> int:
         db.add_row("size", _size(st["size_bytes"]) + (" (incl. -wal)" if st["wal"] else ""))
         fts = "on" if st["fts"] else f"unavailable ({st['fts_problem']}): LIKE search" if st["fts_problem"] else "off"
         lexical = "pg_trgm" if st.get("backend") == "postgresql" else "FTS5"
-        db.add_row("schema", f"v{SCHEMA_VERSION}, {lexical} {fts}")
+        db.add_row("schema", f"{_schema_label(SCHEMA_VERSION, st.get('file_schema_version'))}, {lexical} {fts}")
         db.add_row("embedding backend", backend_label(engine.embedder))
         db.add_row("stored vectors", _vectors_line(st))
         db.add_row("task queue", f"{queue['pending']} pending, {queue['failed']} failed, {queue['retries']} retries")
@@ -153,10 +153,21 @@ def recall_command(settings: Settings, args: argparse.Namespace) -> int:
                 res["messages"] = res["messages"][::-1]
             print_json(answers if args.agent is None else answers[args.agent])
             return OK
-        _print_recall(args.text, answers, engine.advisory.state == "mismatch")
+        _print_recall(args.text, answers, engine.advisory.state == "mismatch", args.deep)
+        _print_keyword_only(engine, set(answers))
     finally:
         engine.close()
     return OK
+
+
+def _schema_label(ours: int, stamped: int | None) -> str:
+    """What the schema version means: ours is the format this server reads and writes; a
+    file of the original's 2.6 line keeps its own, higher stamp (its added tables are left
+    as they are), which is no downgrade."""
+    if stamped is None or stamped == ours:
+        return f"v{ours}"
+    writer = "the original CPersona 2.6 line" if stamped > ours else "another release"
+    return f"v{ours} (this server's format; file stamped v{stamped} by {writer}, opened in place, its own tables kept)"
 
 
 def _vectors_line(st: dict[str, Any]) -> str:
@@ -177,7 +188,17 @@ def _vectors_line(st: dict[str, Any]) -> str:
     return line
 
 
-def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False) -> None:
+def _print_keyword_only(engine: Any, agents: set[str]) -> None:
+    """Say when rows of the searched agents have no vector and so are found by keyword only."""
+    if engine.embedder is None:
+        return  # the advisory already says search is keyword-only
+    waiting = sum(a["without_vector"] for a in engine.stats()["agents"] if a["agent_id"] in agents)
+    if waiting:
+        console().print(f"[dim]note: {waiting} rows have no vector yet and are matched by keyword only; "
+                        "`cpersona reembed` embeds them now (the server's task queue does it when it runs)[/dim]")
+
+
+def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False, deep: bool = False) -> None:
     rows = table(title=f"recall {query!r} — best match first")
     for name in ("#", "agent", "ref", "match", "content"):
         rows.add_column(name, no_wrap=name != "content")
@@ -197,7 +218,8 @@ def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False) -
         # the identifiers / names that no matched row mentions, when that is why (service/recall.py)
         why = sorted({a["withheld"]["why"] for a in answers.values() if a.get("withheld")} - {WITHHELD_WHY})
         held = f"held back — {'; '.join(why)}" if why else "matched too weakly to count as an answer"
-        out.print(f"[dim]{withheld} {rows_word} {held}: --deep halves the bar[/dim]")
+        out.print(f"[dim]{withheld} {rows_word} {held}"
+                  f"{', even at the half bar of --deep' if deep else ': --deep halves the bar'}[/dim]")
     if advisory:
         note = advisory.get("reason") or advisory.get("evidence") or "search is degraded"
         out.print(f"[dim]note: {note}[/dim]")

@@ -11,8 +11,9 @@ from cpersona.errors import EmbeddingError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reembed", help="re-embed stored rows after an embedding-model change",
-                       description="Re-embed the rows whose vectors came from another model (resumable).")
+    p = sub.add_parser("reembed", help="embed rows without a vector; re-embed rows after a model change",
+                       description="Re-embed the rows whose vectors came from another model, then embed every row "
+                                   "stored without a vector (imported, or written without a model) (resumable).")
     p.add_argument("--all", action="store_true", help="re-embed every row, not only stale ones")
     p.add_argument("--batch", type=int, default=32, help="texts per embedding call (1..100, default 32)")
     p.set_defaults(func=reembed_command)
@@ -38,5 +39,6 @@ def reembed_command(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     finally:
         engine.close()
-    print(f"re-embedded {report.rows} of {report.total} rows with {report.model} ({report.dim}-d)")
+    print(f"re-embedded {report.rows} of {report.total} rows with {report.model} ({report.dim}-d); "
+          f"embedded {report.embedded} of {report.missing} rows without a vector")
     return 0

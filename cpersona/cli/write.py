@@ -15,11 +15,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
 from cpersona.cli.common import FAILED, OK, add_json_flag, console, fail, open_engine, print_json, wait_for_model
 from cpersona.config import Settings
+
+#: The service names the MCP tool that ends a refusal; the command line names its own command.
+_TOOL_HINTS = ((re.compile(r"memory (\d+) is locked; call unlock_memory first"),
+                r"memory \1 is locked; run `cpersona unlock mem:\1` first"),)
+
+
+def for_the_cli(message: str) -> str:
+    """A service error with its MCP tool hints replaced by the `cpersona` command to run."""
+    for pattern, replacement in _TOOL_HINTS:
+        message = pattern.sub(replacement, message)
+    return message
 
 
 def _report(args: argparse.Namespace, res: dict[str, Any], done: str) -> int:
@@ -28,7 +40,7 @@ def _report(args: argparse.Namespace, res: dict[str, Any], done: str) -> int:
     if args.json:
         print_json(res)
     elif failed:
-        fail(res.get("error") or f"{res.get('result', 'refused')}: {res.get('reason', '')}")
+        fail(for_the_cli(res.get("error") or f"{res.get('result', 'refused')}: {res.get('reason', '')}"))
     else:
         console().print(done)
     return FAILED if failed else OK

@@ -6,7 +6,8 @@
 |                       |     | "[name] " → source {type: User, id: "", name}                      |
 | short_content         | ✓   | memories of ≤ 5 characters after trimming → deleted                |
 | stale_profile         | –   | a profile not updated for 30 days                                  |
-| orphaned_episodes     | –   | episodes whose start–end span holds none of the agent's memories   |
+| orphaned_episodes     | –   | episodes whose span, from the first turn to the archiving, holds   |
+|                       |     | none of the agent's memories                                       |
 | calibration_staleness | –   | the calibration file against the stored vectors, and its age       |
 | near_duplicate        | –   | pairs of the newest 1000 embedded memories with cosine > 0.97      |
 |                       |     | (exact repeats excluded)                                           |
@@ -20,7 +21,6 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from cpersona.errors import InvalidArgument
-from cpersona.health import vectors
+from cpersona.health import fields, vectors
 from cpersona.health.model import Context, HealthEnv, Probe
 from cpersona.health.operations import calibration_status
 from cpersona.health.runner import MAX_CHECK_NAME_CHARS, MAX_CHECK_NAMES, downgrade, vector_state
@@ -40,10 +40,10 @@ log = logging.getLogger(__name__)
 
 SHORT_CHARS = 5
 STALE_PROFILE_DAYS = 30
+#: created_at is stored to the second: a memory of the same second may carry a later fraction (days).
+CREATED_AT_RESOLUTION = 1 / 86400
 NEAR_DUPLICATE_ROWS = 1000
 NEAR_DUPLICATE_COSINE = 0.97
-#: "[name] text": the speaker's name written into the content by older chat bridges.
-_NAMED = re.compile(r"^\[([^\]\n]{1,100})\] ")
 
 
 def _preview(text: str, n: int) -> str:
@@ -54,7 +54,7 @@ def _preview(text: str, n: int) -> str:
 def anonymous_source(ctx: Context, fix: bool) -> dict[str, Any]:
     good, bad = [], []
     for row_id, content, source, locked in ctx.s.inventory.user_sentinel_rows(ctx.agent):
-        match = _NAMED.match(content)
+        match = fields.NAMED.match(content)
         if match:
             good.append((row_id, match.group(1).strip(), source, locked))
         else:
@@ -91,9 +91,13 @@ def stale_profile(ctx: Context, fix: bool) -> dict[str, Any]:
 
 
 def orphaned_episodes(ctx: Context, fix: bool) -> dict[str, Any]:
+    """Episodes of which no memory of the agent was stored from the first turn until the
+    episode was archived: the span [start_time, end_time] widened to created_at, since an
+    agent commonly stores the session's facts after its last turn, when it closes the session."""
     days = ctx.s.inventory.memory_days(ctx.agent)
     orphans = []
-    for row_id, summary, start, end, lo, hi in ctx.s.inventory.episode_spans(ctx.agent):
+    for row_id, summary, start, end, lo, hi, archived in ctx.s.inventory.episode_spans(ctx.agent):
+        hi = max(hi, archived + CREATED_AT_RESOLUTION if archived else hi)
         i = bisect.bisect_left(days, lo)
         if i == len(days) or days[i] > hi:
             orphans.append({"id": row_id, "summary": _preview(summary, 80), "start": start, "end": end})

@@ -10,6 +10,7 @@ unknown) unless it is exactly the row's `created_at`, which SQLite writes in UTC
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,8 @@ from cpersona.util.time import parse_ts
 
 #: Sources classified (and repaired) per run.
 MAX_SOURCES = 1000
+#: "[name] text": the speaker's name written into the content by older chat bridges.
+NAMED = re.compile(r"^\[([^\]\n]{1,100})\] ")
 _CANONICAL_TYPES = ("User", "Agent", "System")
 
 
@@ -184,6 +187,17 @@ def fix_source_type(ctx: Context, issue: Issue) -> dict[str, Any]:
 
 
 def detect_anonymous(ctx: Context) -> list[Issue]:
+    """Memories without a named source whose speaker deep_check(fix) can recover (content
+    written "[name] …"). A store without `source` is normal use and nothing can name its
+    speaker afterwards, so unrecoverable rows alone are no finding."""
     n = ctx.census()["anonymous_source"]
-    return [{"unattributed": n, "hint": "deep_check(agent_id, fix=true) recovers names written as '[name] …'"}] \
-        if n else []
+    if not n:
+        return []
+    agents = [ctx.agent] if ctx.agent else ctx.s.inventory.memory_agents()
+    named = {a: k for a in agents
+             if (k := sum(1 for _, content, _, _ in ctx.s.inventory.user_sentinel_rows(a) if NAMED.match(content)))}
+    if not named:
+        return []
+    return [{"unattributed": n, "recoverable": sum(named.values()), "agents": sorted(named),
+             "hint": "deep_check(agent_id, fix=true) for each listed agent sets the source of the rows written as "
+                     "'[name] …' to that name"}]

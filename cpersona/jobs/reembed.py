@@ -8,7 +8,9 @@ Two drivers share one batch step (`_next_batch` → embed → `_write_batch`):
 Each batch's vectors and the advanced watermark are committed in ONE transaction, so an
 interrupted run loses at most the batch in flight and the next run — of either driver —
 resumes after the last committed id. `everything=True` first marks the whole corpus stale
-(for a same-dimension model swap the server cannot detect).
+(for a same-dimension model swap the server cannot detect). `reembed()` then embeds the rows
+stored with no vector at all (imported, or written in mode none) and drops their queued
+embed tasks, so one plain `cpersona reembed` leaves no row keyword-only.
 """
 
 from __future__ import annotations
@@ -46,12 +48,15 @@ Row = tuple[int, str, str, str, str, str]
 
 @dataclass
 class ReembedReport:
-    """The active model and how many rows were re-embedded out of the stale total."""
+    """The active model, how many stale rows were re-embedded out of the stale total, and
+    how many rows without a vector were embedded out of those found (`missing`)."""
 
     model: str
     dim: int
     rows: int
     total: int
+    embedded: int = 0
+    missing: int = 0
 
 
 def _next_batch(db: Database, state: VectorState, batch: int) -> tuple[str, list[Row], int] | None:
@@ -110,19 +115,49 @@ def reembed(
         if everything and state.model is not None and state.dim is not None:
             state = identity.start_migration(s, state, state.model, state.dim)
         total = identity.stale_count(s, state)
+        missing = s.vectors.count_without_vector()
     done = 0
+    tick = (lambda n: progress(n, total + missing)) if progress else (lambda n: None)
     while (step := _next_batch(db, state, batch)) is not None:
         table, rows, upto = step
         vectors: np.ndarray | list = gateway.embedder.embed([r[1] for r in rows]) if rows else []
         with db.write() as s:
             state = _write_batch(s, table, rows, vectors, upto, None)
         done += len(rows)
-        if progress:
-            progress(done, total)
+        tick(done)
+    _embed_missing(gateway, db, batch, lambda n: tick(done + n))
+    with db.read() as s:  # counted after the run: this process's task queue may have embedded some of them
+        embedded = max(0, missing - s.vectors.count_without_vector())
     final = gateway.reconcile()
     if final is None or final.model is None or final.dim is None:
         raise EmbeddingError("embedding backend stopped answering at the end of the run (the rows done are kept)")
-    return ReembedReport(final.model, final.dim, done, total)
+    return ReembedReport(final.model, final.dim, done, total, embedded, missing)
+
+
+def _embed_missing(gateway: EmbeddingGateway, db: Database, batch: int, tick: Callable[[int], None]) -> int:
+    """Embed every row that has no vector, in id order, each batch's vectors written and
+    its rows' queued embed tasks dropped in one transaction. A row whose text the backend
+    refuses keeps its queued task. Returns how many rows this call gave a vector."""
+    assert gateway.embedder is not None
+    done = 0
+    for table in identity.TABLES:
+        after = 0
+        while True:
+            with db.read() as s:
+                rows = s.vectors.rows_without_vector(table, after, batch)
+            if not rows:
+                break
+            vectors = gateway.embedder.embed([r[1] for r in rows])
+            with db.write() as s:
+                if gateway.vector_for_write(s, vectors[0]) is None:
+                    raise EmbeddingError("the database now records another embedding model (rows done are kept)")
+                for (row_id, text, *_), vec in zip(rows, vectors):
+                    if s.vectors.set_if_text(table, row_id, text, to_blob(vec), only_if_missing=True):
+                        s.tasks.drop_embed(table, row_id)
+                        done += 1
+            after = rows[-1][0]
+            tick(done)
+    return done
 
 
 class Vectors(Protocol):

@@ -77,8 +77,12 @@ def parse_refs(refs: Any) -> list[str]:
 
 
 def _split(ref: str) -> tuple[str, int] | None:
+    """("mem" | "ep", id) of "mem:12", "ep:3", or a bare number "12" (a memory, as the row
+    tools read it); None for any other form."""
     kind, sep, num = ref.strip().partition(":")
-    if not sep or kind not in ("mem", "ep") or not num.isascii() or not num.isdigit():
+    if not sep:
+        kind, num = "mem", kind
+    if kind not in ("mem", "ep") or not num.isascii() or not num.isdigit():
         return None
     value = int(num)
     return (kind, value) if 0 < value < 2**63 else None  # beyond SQLite's rowid range: missing
@@ -112,8 +116,10 @@ def _item(session: Session, agent_id: str, ref: str) -> dict[str, Any] | None:
 
 
 def get_contents(session: Session, agent_id: str, refs: list[str]) -> dict[str, Any]:
-    """Expand refs owned by `agent_id`: {items, missing, count, deferred?, budget_chars?, note?}.
-    Another agent's row is `missing`, exactly like an absent one."""
+    """Expand refs owned by `agent_id`: {items, missing, count, deferred?, budget_chars?, note?,
+    malformed?, malformed_note?}. A ref is "mem:N", "ep:N" or a bare memory number "N".
+    Another agent's row is `missing`, exactly like an absent one; a ref in none of the
+    accepted forms is also listed in `malformed`, with the forms accepted."""
     items: list[dict[str, Any]] = []
     missing: list[str] = []
     deferred: list[str] = []
@@ -137,4 +143,7 @@ def get_contents(session: Session, agent_id: str, refs: list[str]) -> dict[str, 
         out.update(deferred=deferred, budget_chars=CONTENTS_BUDGET,
                    note=f"{len(deferred)} ref(s) not expanded to stay within {CONTENTS_BUDGET} characters; "
                         "call get_contents again with the deferred refs")
+    if malformed := [ref for ref in missing if _split(ref) is None]:
+        out["malformed"] = malformed
+        out["malformed_note"] = "a ref is 'mem:N', 'ep:N' or a memory's number 'N' (as recall and list print them)"
     return out

@@ -181,10 +181,14 @@ class AdminService(IdentityService):
         full-text index is unusable, '' when fine), the failure conditions now affecting the
         file (`storage_conditions`: busy, disk full, …), the stored vectors' model
         (`vector_report`: rows awaiting re-embedding, vectors of an unrecorded model), the task
-        queue (for `cpersona stats`)."""
+        queue (for `cpersona stats`), and the schema version stamped in the file
+        (`file_schema_version`: 13 for ours and the original 2.5 line; up to 21 for a file of
+        the original's 2.6 line, which we open in place without re-stamping it)."""
         with self.db.read() as s:
             agents = s.agents.stats()
-        return {**self.db.describe(), "fts": self.db.fts_enabled, "fts_problem": self.db.fts_problem,
+            stamped = s.integrity.schema_version()
+        return {**self.db.describe(), "file_schema_version": stamped, "fts": self.db.fts_enabled,
+                "fts_problem": self.db.fts_problem,
                 "storage_conditions": self.db.conditions.snapshot(), "agents": agents,
                 **self.vector_report(), "queue": self.queue.status()}
 

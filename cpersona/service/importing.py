@@ -10,8 +10,12 @@ or a whole database file of any CPersona version (`storage/originals.py`).
 3. The rows are written as one journaled bulk operation (`service/bulkwrite.py`): short
    transactions, all or nothing, a crash undone on the next start.
 4. Vectors: an export's `embedding_b64` is kept only when the file names the same model
-   and dimension as this database records; every other row is queued for the task queue,
-   which embeds it in the background — two models' vectors are never mixed.
+   and dimension as this database records — or, in a database that records no model yet
+   (a restore into a new file), as the model this process embeds with, which the import
+   then records (`embedding.identity`: a first model may be recorded by any process). Every
+   other row is queued for the task queue, which embeds it in the background — two
+   models' vectors are never mixed — and the answer says how many vectors were dropped,
+   why, and what gives the rows their vectors (`vector_note`).
 A profile overwrites the existing one of the same (agent, user_id) with the file's text and
 time (the original's rule). `dry_run` makes every decision and writes nothing.
 """
@@ -51,13 +55,20 @@ class Tally:
     skipped_episodes: int = 0
     profiles: int = 0
     kept_vectors: int = 0
+    file_vectors: int = 0  # rows of the file that carried a vector
+    without_vectors: int = 0  # imported memories and episodes left without a vector
     seen: set = field(default_factory=set)  # dedup keys of earlier rows (dry run)
 
     def body(self, dry_run: bool) -> dict[str, Any]:
-        return {"ok": True, "dry_run": dry_run, "imported_memories": self.memories,
-                "skipped_memories": self.skipped_memories, "imported_episodes": self.episodes,
-                "skipped_episodes": self.skipped_episodes, "profile_updated": self.profiles > 0,
-                "profiles_updated": self.profiles, "embeddings_kept": self.kept_vectors}
+        out = {"ok": True, "dry_run": dry_run, "imported_memories": self.memories,
+               "skipped_memories": self.skipped_memories, "imported_episodes": self.episodes,
+               "skipped_episodes": self.skipped_episodes, "profile_updated": self.profiles > 0,
+               "profiles_updated": self.profiles, "embeddings_kept": self.kept_vectors}
+        if self.file_vectors:
+            out["embeddings_dropped"] = self.file_vectors - self.kept_vectors
+        if self.without_vectors:
+            out["without_vectors"] = self.without_vectors
+        return out
 
 
 def _failure(error: str, dry_run: bool, notes: list[str] | None = None) -> dict[str, Any]:
@@ -119,10 +130,13 @@ class ImportService(ExportService):
         if dry:
             self._simulate(todo, tally)
         else:
-            error = self._write(path, todo, tally, model, progress)
+            keep, dropped_why = self._vector_identity(model)
+            error = self._write(path, todo, tally, keep, progress)
             if error:
                 return _failure(error, dry, notes)
         out = {**tally.body(dry), "format": fmt}
+        if not dry and (note := self._vector_note(tally, dropped_why)):
+            out["vector_note"] = note
         if notes:
             out["errors"] = notes
         return out
@@ -141,6 +155,52 @@ class ImportService(ExportService):
         head = parsed.header or {}
         model = (head.get("embedding_model"), head.get("embedding_dim")) if head.get("embedding_model") else None
         return parsed.format, parsed.items, parsed.notes, model
+
+    # ---------------------------------------------------------------- vectors
+    def _vector_identity(self, model: tuple | None) -> tuple[tuple | None, str]:
+        """((model, dim) whose vectors the import keeps, or None; why the file's vectors are
+        dropped, '' when kept or when the file names no model). A database recording no
+        model yet records the one this process embeds with when it is the file's (network
+        I/O for an HTTP backend's identity: no lock held)."""
+        if not model or not model[0]:
+            return None, ""
+        named = f"{model[0]} ({model[1]}-d)"
+        with self.db.read() as s:
+            state = s.meta.vector_state()
+        if state.model is None and self.gateway.embedder is not None:
+            if self.gateway.dim is None:
+                self.gateway.embed_texts(["cpersona import probe"])
+            if (self.gateway.model_id, self.gateway.dim) == tuple(model):
+                state = self.gateway.reconcile() or state
+        if state.model is not None and (state.model, state.dim) == tuple(model) and not state.pending:
+            return tuple(model), ""
+        if state.model is not None:
+            return None, f"the file's vectors come from {named}; this database's vectors belong to " \
+                         f"{state.model} ({state.dim}-d)"
+        if self.gateway.embedder is None:
+            return None, f"the file's vectors come from {named}; no embedding model is configured here " \
+                         "(CPERSONA_EMBEDDING_MODE=none), so none is recorded for this database"
+        return None, self.gateway.refusal or f"the file's vectors come from {named}; this server embeds with " \
+                                             f"{self.gateway.model_id} ({self.gateway.dim}-d)"
+
+    def _vector_note(self, tally: Tally, dropped_why: str) -> str:
+        """What happened to the file's vectors and what gives the imported rows theirs."""
+        parts = []
+        if tally.file_vectors > tally.kept_vectors and dropped_why:
+            parts.append(f"{tally.file_vectors - tally.kept_vectors} vectors dropped: {dropped_why}.")
+        if tally.without_vectors:
+            parts.append(f"{tally.without_vectors} imported rows have no vector yet and are found by keyword only "
+                         f"until {self._who_embeds()}.")
+        return " ".join(parts)
+
+    def _who_embeds(self) -> str:
+        if self.gateway.embedder is None:
+            return ("an embedding model is configured (CPERSONA_EMBEDDING_MODE); then the server embeds them at "
+                    "start, or run `cpersona reembed`")
+        if self.queue.running():
+            return f"the task queue embeds them with {self.gateway.model_id} in the background"
+        return (f"they are embedded with {self.gateway.model_id}: the server's task queue does it when the server "
+                "runs, or run `cpersona reembed` now")
 
     # ------------------------------------------------------------- dry run
     def _simulate(self, todo: plan.Plan, tally: Tally) -> None:
@@ -169,12 +229,10 @@ class ImportService(ExportService):
         setattr(tally, what, getattr(tally, what) + 1)
 
     # ------------------------------------------------------------------ write
-    def _write(self, path: Path, todo: plan.Plan, tally: Tally, model: tuple | None,
+    def _write(self, path: Path, todo: plan.Plan, tally: Tally, keep: tuple | None,
                progress: Progress | None) -> str:
-        """Write the plan as one bulk operation; '' on success, else the error (undone)."""
-        with self.db.read() as s:
-            state = s.meta.vector_state()
-        keep = model if model is not None and state.model and tuple(model) == (state.model, state.dim) else None
+        """Write the plan as one bulk operation, keeping the vectors of model `keep`
+        ((model, dim) or None); '' on success, else the error (undone)."""
         items = [*todo.memories, *todo.episodes, *todo.profiles]
         run = BulkRun(self.db, "import", {"file": str(path), "rows": len(items)}, self._forget_rows)
         writers = {"memory": self._put_memory, "episode": self._put_episode, "profile": self._put_profile}
@@ -215,6 +273,8 @@ class ImportService(ExportService):
         self._place(s, "memories", ref, blob)
         tally.memories += 1
         tally.kept_vectors += blob is not None
+        tally.file_vectors += bool(r["embedding"])
+        tally.without_vectors += blob is None
 
     def _put_episode(self, s: Session, op: int, item: formats.Item, keep: tuple | None, tally: Tally) -> None:
         r = item.row
@@ -225,6 +285,7 @@ class ImportService(ExportService):
         s.journal.note(op, "insert", "episodes", ref.id)
         self._place(s, "episodes", ref, None)
         tally.episodes += 1
+        tally.without_vectors += 1
 
     def _put_profile(self, s: Session, op: int, item: formats.Item, keep: tuple | None, tally: Tally) -> None:
         r = item.row

@@ -143,10 +143,11 @@ class InventoryRepo:
         sql = ("SELECT julianday(timestamp) AS d FROM memories WHERE agent_id = ? AND d IS NOT NULL ORDER BY d")
         return [r[0] for r in self.conn.execute(sql, (agent,))]
 
-    def episode_spans(self, agent: str) -> list[tuple[int, str, str, str, float, float]]:
-        """(id, summary, start_time, end_time, start day, end day) of the agent's episodes
-        with a parseable start and end."""
-        sql = ("SELECT id, summary, start_time, end_time, julianday(start_time), julianday(end_time) FROM episodes "
+    def episode_spans(self, agent: str) -> list[tuple[int, str, str, str, float, float, float | None]]:
+        """(id, summary, start_time, end_time, start day, end day, archived day) of the
+        agent's episodes with a parseable start and end (julian days; archived = created_at)."""
+        sql = ("SELECT id, summary, start_time, end_time, julianday(start_time), julianday(end_time), "
+               "julianday(created_at) FROM episodes "
                "WHERE agent_id = ? AND julianday(start_time) IS NOT NULL AND julianday(end_time) IS NOT NULL "
                "ORDER BY id")
         return self.conn.execute(sql, (agent,)).fetchall()

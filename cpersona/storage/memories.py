@@ -39,10 +39,10 @@ def refusal(row: tuple | None, memory_id: int, owner: str | None, *, lock_matter
     (agent_id, project_id, channel, created_at, locked) row (None = absent)."""
     if row is None:
         return Refused(f"memory {memory_id} not found")
+    if owner is not None and row[0] != owner:  # ownership first: another agent's lock is none of the caller's business
+        return Refused(f"memory {memory_id} is not owned by agent {owner!r}")
     if lock_matters and row[4]:
         return Refused(f"memory {memory_id} is locked; call unlock_memory first")
-    if owner is not None and row[0] != owner:
-        return Refused(f"memory {memory_id} is not owned by agent {owner!r}")
     return Refused(f"memory {memory_id} was not changed")  # unreachable inside one transaction
 
 

@@ -191,9 +191,12 @@ class RepairRepo:
         return self._rows(sql, agent)
 
     def episodes_without_start(self, agent: str) -> list[tuple[int, str | None, str]]:
-        """(id, start_time, created_at) of episodes whose start_time is NULL or ''."""
+        """(id, start_time, created_at) of episodes whose start_time is NULL or '' while their
+        end_time is set (a half span). An episode with neither was archived without a
+        history: it has no span, which is its normal shape, not a defect."""
         return self._rows("SELECT id, start_time, created_at FROM episodes WHERE "
-                          "(start_time IS NULL OR start_time = '') AND {agent} ORDER BY id", agent)
+                          "(start_time IS NULL OR start_time = '') AND end_time IS NOT NULL AND end_time != '' "
+                          "AND {agent} ORDER BY id", agent)
 
     def episode_time_forms(self, agent: str) -> dict[str, int]:
         """{"utc"|"aware"|"naive": n} over the episodes' parseable start and end times."""

@@ -103,6 +103,18 @@ class VectorRepo:
                "WHERE id > ? AND id <= ? ORDER BY id LIMIT ?")
         return self.conn.execute(sql, (lo, hi, limit)).fetchall()
 
+    def rows_without_vector(self, table: str, after: int, limit: int) -> list[tuple[int, str, str, str, str, str]]:
+        """(id, text, agent_id, project_id, channel, created_at) of rows without a vector
+        with id > `after`, in id order (the embedding batches of `cpersona reembed`)."""
+        sql = (f"SELECT id, {TEXT_COLUMN[table]}, agent_id, project_id, channel, created_at FROM {table} "
+               "WHERE embedding IS NULL AND id > ? ORDER BY id LIMIT ?")
+        return self.conn.execute(sql, (after, limit)).fetchall()
+
+    def count_without_vector(self) -> int:
+        """Rows of both tables without a vector."""
+        return sum(self.conn.execute(f"SELECT COUNT(*) FROM {t} WHERE embedding IS NULL").fetchone()[0]
+                   for t in TEXT_COLUMN)
+
     def census(self) -> dict[int, int]:
         """Stored vectors of both tables by dimension: {dim: rows} (blob length / 4)."""
         out: dict[int, int] = {}

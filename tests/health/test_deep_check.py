@@ -58,6 +58,16 @@ def test_episodes_covering_no_memory_are_orphaned(engine_none):
     assert result["count"] == 1 and result["samples"][0]["id"] == orphan
 
 
+def test_an_episode_whose_facts_were_stored_after_its_last_turn_is_no_orphan(engine_none):
+    """The usual close of a session: the agent stores what it learnt, then archives the
+    episode — the memories come after the last turn, before the archiving."""
+    turns = {"history": [{"timestamp": "2026-05-01T10:00:00Z"}, {"timestamp": "2026-05-01T10:05:00Z"}]}
+    engine_none.store("kai", "the ferry leaves at nine")  # stored now, after the turns
+    engine_none.archive_episode("kai", "planned the ferry trip", **turns)
+    result = engine_none.deep_check("kai", checks=["orphaned_episodes"])["results"]["orphaned_episodes"]
+    assert result["count"] == 0
+
+
 def test_near_duplicates_exclude_exact_repeats(engine_none):
     a = add_memory(engine_none, "the deploy runs at nine", embedding=_vec(1))
     b = add_memory(engine_none, "deploy runs at 9", embedding=_vec(1))

@@ -38,7 +38,9 @@ def test_unparseable_timestamp_becomes_the_creation_time(engine_none):
 
 def test_episode_without_start_time_gets_its_creation_time(engine_none):
     ep = engine_none.archive_episode("kai", "a session without history")["episode_id"]
-    raw(engine_none, "UPDATE episodes SET created_at = ? WHERE id = ?", (CREATED, ep))
+    # archived without history: no span at all, the original's normal shape too — nothing to report
+    assert not find(engine_none.check_health(checks=["missing_episode_start_time"]), "missing_episode_start_time")
+    raw(engine_none, "UPDATE episodes SET created_at = ?, end_time = ? WHERE id = ?", (CREATED, CREATED, ep))
     cycle(engine_none, "missing_episode_start_time", "missing_episode_start_time", "info")
     assert rows(engine_none, "SELECT start_time FROM episodes WHERE id = ?", (ep,)) == [("2026-03-01T09:00:00+00:00",)]
 
@@ -93,6 +95,13 @@ def test_anonymous_sources_are_counted(engine_none):
     add_memory(engine_none, "nobody", source="{}")
     add_memory(engine_none, "sentinel", source='{"type": "User", "id": "", "name": ""}')
     add_memory(engine_none, "someone", source='{"type": "User", "id": "u1", "name": "Ann"}')
+    # nothing can name the speaker of these: no finding, and no hint of a fix that does nothing
+    assert not find(engine_none.check_health(checks=["anonymous_source"]), "anonymous_source")
+    add_memory(engine_none, "[Bo] a named line", source='{"type": "User", "id": "", "name": ""}')
     issue = one(engine_none.check_health(checks=["anonymous_source"]), "anonymous_source")
-    assert issue["severity"] == "info" and issue["unattributed"] == 2
+    assert issue["severity"] == "info" and issue["unattributed"] == 3 and issue["recoverable"] == 1
+    assert "deep_check" in issue["hint"]
+    assert engine_none.deep_check(issue["agents"][0], checks=["anonymous_source"],
+                                  fix=True)["results"]["anonymous_source"]["fixed"] == 1
+    assert not find(engine_none.check_health(checks=["anonymous_source"]), "anonymous_source")
     assert not find(engine_none.check_health(checks=["invalid_source_type"]), "invalid_source_type")

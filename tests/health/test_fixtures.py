@@ -22,7 +22,8 @@ pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixture
 #: What an original 2.5.4 file reports, and why each is expected:
 #: null vectors — written in embedding mode none; episodes archived without history have no
 #: start time (the original stored NULL); two of three agents never got a profile.
-OPENED_2_5_4 = {"null_embedding", "null_episode_embedding", "missing_episode_start_time", "missing_profile"}
+#: (its two episodes were archived without history: no span, which is no finding)
+OPENED_2_5_4 = {"null_embedding", "null_episode_embedding", "missing_profile"}
 
 
 def _copy(tmp_path: Path, release: str) -> Path:
@@ -61,9 +62,9 @@ def test_original_2_5_4_after_opening_is_healthy_and_fixes_keep_the_locked_row(t
         assert report["status"] == "healthy" and report["total_memories"] == 8
         assert {i["type"] for i in report["issues"]} == OPENED_2_5_4
         assert one(report, "missing_profile")["agents"] == ["", "mika"]
-        fixed = engine.check_health(fix=True)
-        assert one(fixed, "missing_episode_start_time")["fixed"] == 2
-        assert {i["type"] for i in engine.check_health()["issues"]} == OPENED_2_5_4 - {"missing_episode_start_time"}
+        engine.check_health(fix=True)
+        assert rows(path, "SELECT start_time, end_time FROM episodes") == [(None, None)] * 2  # no span made up
+        assert {i["type"] for i in engine.check_health()["issues"]} == OPENED_2_5_4
     finally:
         engine.close()
     assert rows(path, "SELECT * FROM memories WHERE locked = 1") == locked_before

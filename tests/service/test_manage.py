@@ -68,7 +68,8 @@ def test_update_refusals(engine_none):
     assert row(eng, a)[0] == "first fact"
     eng.lock_memory(a)
     assert eng.update_memory(a, "x") == {"ok": False, "error": "memory 1 is locked; call unlock_memory first"}
-    assert eng.update_memory(a, "x", "b")["error"].endswith("is locked; call unlock_memory first")  # lock before ownership
+    # ownership before the lock: another agent cannot unlock it, so "locked" would name a fix it cannot apply
+    assert eng.update_memory(a, "x", "b") == {"ok": False, "error": "memory 1 is not owned by agent 'b'"}
     assert row(eng, a)[0] == "first fact"
     for bad_id in (0, -1, True, "ep:1", "mem:x", "1.5", 1.5):
         with pytest.raises(InvalidArgument, match="memory_id"):
@@ -123,7 +124,7 @@ def test_delete_memory(engine_none):
     assert eng.delete_memory(a) == {"ok": False, "error": f"memory {a} not found"}
     eng.lock_memory(b)
     assert eng.delete_memory(b)["error"] == f"memory {b} is locked; call unlock_memory first"
-    assert eng.delete_memory(b, "zzz")["error"].endswith("is locked; call unlock_memory first")
+    assert eng.delete_memory(b, "zzz") == {"ok": False, "error": f"memory {b} is not owned by agent 'zzz'"}
     eng.unlock_memory(b)
     assert eng.delete_memory(b) == {"ok": True, "deleted_id": b}
     with pytest.raises(InvalidArgument, match="agent_id"):

@@ -116,6 +116,40 @@ def test_vectors_of_another_model_are_dropped_and_queued(http_engine_factory, en
     assert tasks == [(4,)]  # 3 memories + 1 episode, embedded later by the task queue
 
 
+def test_a_restore_into_a_new_database_records_the_model_and_keeps_the_vectors(http_engine_factory, tmp_path):
+    src = http_engine_factory("src.db", export_dir=str(tmp_path))
+    _fill(src)
+    res = src.export_memories("a", "v.jsonl", include_embeddings=True)
+    fresh = http_engine_factory("fresh.db", export_dir=str(tmp_path), task_queue_enabled=False)
+    out = fresh.import_memories(res["path"])
+    assert out["embeddings_kept"] == 3 and out["embeddings_dropped"] == 0
+    model = _lines(res["path"])[0]["embedding_model"]
+    assert (fresh.stats()["stored_model"], fresh.stats()["stored_dim"]) == (model, 512)
+    assert db_rows(fresh.settings.db_path, "SELECT COUNT(*) FROM memories WHERE embedding IS NULL") == [(0,)]
+    # only the episode (exports carry no episode vectors) waits for one, and the answer says so
+    assert out["without_vectors"] == 1 and "1 imported rows have no vector yet" in out["vector_note"]
+    assert "vectors dropped" not in out["vector_note"]
+
+
+def test_vectors_dropped_on_a_restore_say_why_and_what_embeds_the_rows(http_engine_factory, make_engine, tmp_path):
+    src = http_engine_factory("src.db", export_dir=str(tmp_path))
+    _fill(src)
+    path = src.export_memories("a", "v.jsonl", include_embeddings=True)["path"]
+    other = str(tmp_path / "other.jsonl")
+    Path(other).write_text(Path(path).read_text().replace(_lines(path)[0]["embedding_model"], "some-other-model"))
+    fresh = http_engine_factory("fresh.db", export_dir=str(tmp_path), task_queue_enabled=False)
+    out = fresh.import_memories(other)
+    assert (out["embeddings_kept"], out["embeddings_dropped"], out["without_vectors"]) == (0, 3, 4)
+    note = out["vector_note"]
+    assert "3 vectors dropped: the file's vectors come from some-other-model (512-d)" in note
+    assert "this server embeds with" in note and "`cpersona reembed`" in note
+    assert fresh.stats()["stored_model"] != "some-other-model"
+    keyword_only = make_engine("none.db", export_dir=str(tmp_path), embedding_mode="none")
+    out = keyword_only.import_memories(path)
+    assert out["embeddings_dropped"] == 3 and "no embedding model is configured here" in out["vector_note"]
+    assert keyword_only.stats()["stored_model"] is None
+
+
 # ---------------------------------------------------------------- import
 def test_import_dry_run_then_real_then_again_adds_nothing(make_engine, tmp_path):
     src = make_engine("src.db", export_dir=str(tmp_path))

@@ -142,9 +142,10 @@ class PgInventoryRepo(InventoryRepo):
                "WHERE d IS NOT NULL ORDER BY d")
         return [r[0] for r in self.pg.execute(sql, (agent,))]
 
-    def episode_spans(self, agent: str) -> list[tuple[int, str, str, str, float, float]]:
+    def episode_spans(self, agent: str) -> list[tuple[int, str, str, str, float, float, float | None]]:
         sql = ("SELECT * FROM (SELECT id, summary, start_time, end_time, cpersona_julianday(start_time) AS s, "
-               "cpersona_julianday(end_time) AS e FROM episodes WHERE agent_id = %s) AS x "
+               "cpersona_julianday(end_time) AS e, cpersona_julianday(created_at) AS c FROM episodes "
+               "WHERE agent_id = %s) AS x "
                "WHERE s IS NOT NULL AND e IS NOT NULL ORDER BY id")
         return [tuple(r) for r in self.pg.execute(sql, (agent,))]
 

@@ -249,12 +249,12 @@ class Gate:
         """The query's identifiers and names (as written) that none of `rows` holds."""
         return self.anchors.missing([c.content for c in rows if c.kind != PROFILE])
 
-    def evident(self, cand: Candidate) -> bool:
-        """Whether `cand`'s own evidence clears the answer bar (`answers`; a row holding none
-        of the query's names by its cosine alone); True without a bar."""
+    def evident(self, cand: Candidate, names: bool = True) -> bool:
+        """Whether `cand`'s own evidence clears the answer bar (`answers`); True without a
+        bar. With `names`, a row holding none of the query's names counts its cosine alone."""
         if self.answer is None:
             return True
-        named = self.anchors.holds_name(cand.content)
+        named = not names or self.anchors.holds_name(cand.content)
         cos_unit, cov_unit = self.answer
         # the row's own cosine: the episode boundary penalty ranks older rows lower, it does not
         # make them less related (the chance maximum is a bound on unpenalised cosines too)

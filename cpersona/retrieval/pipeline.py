@@ -177,11 +177,13 @@ def spread(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> lis
     ctx.trace["neighbour_weight"] = w
     evidence = fusion.vector_evidence(ctx.background)
     exclusions = [e.strip().lower() for e in req.exclude_contents if e.strip()]
-    bar = make_gate(ctx, replace(req, deep=False))  # lenders: rows that could answer on their own
+    # lenders: rows whose words or cosine could answer on their own (a conversation's turns rarely
+    # hold the names a question asks about: the names rule of the answer bar is not applied here)
+    bar = make_gate(ctx, replace(req, deep=False))
     return turns.spread(rows, w, req.limit, ctx.session, ctx.memory_index, qvec, req.scope, req.source_id,
                         lambda cos: alpha * evidence(cos), lambda c: not _excluded(c.content, exclusions),
                         ctx.session_gap_s, lambda added: _settle(ctx, req, added),
-                        lambda c: bar.exact(c) or bar.evident(c))
+                        lambda c: bar.exact(c) or bar.evident(c, names=False))
 
 
 def _settle(ctx: RecallContext, req: RecallRequest, added: list[Candidate]) -> None:

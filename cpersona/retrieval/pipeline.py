@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -23,10 +23,9 @@ from cpersona.policy.validate import MAX_LIMIT
 from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring, separation
 from cpersona.retrieval import neighbours as turns
 from cpersona.retrieval.candidate import PROFILE, Candidate
+from cpersona.retrieval.side_jobs import SideJobs
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
-
-T = TypeVar("T")
 
 #: Exclusion entries shorter than this exclude only exact equals.
 EXCLUDE_PREFIX_MIN = 32
@@ -100,6 +99,13 @@ class RecallContext:
     #: runs fn(session) on another read connection in a worker thread (None = no second
     #: connection: every stage runs on `session`, one after the other)
     parallel: Callable[[Callable[[Session], Any]], Future] | None = None
+    #: runs fn(session) on the thread that embeds the query, right after the vector is there
+    #: (None: the vector retriever is started with `parallel`, where it waits for the vector)
+    after_embedding: Callable[[Callable[[Session], Any]], Future] | None = None
+    #: the word index's half queues behind the embedding (`after_embedding`) instead of taking
+    #: a thread of its own: a machine with two CPUs runs the query's embedding and the trigram
+    #: MATCH already, and a third thread there only slows the two down
+    word_after_embedding: bool = False
     #: the query's word terms and idf, set by `retrieve` (None: FTS off or blank query)
     words: lexical.WordQuery | None = None
     #: whether the vector channel ran (a query vector and a resident index), set by `retrieve`
@@ -154,14 +160,16 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
     fts = ctx.session.search.fts_enabled and not blank
     depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
     word_half = vector_half = None
+    jobs = SideJobs(ctx.session)
     if fts and ctx.parallel is not None:  # the word half on another connection, beside the trigram MATCH
-        word_half = _beside(ctx.parallel, ctx.session, partial(
+        start = ctx.after_embedding if ctx.word_after_embedding and ctx.after_embedding is not None else ctx.parallel
+        word_half = jobs.start(start, partial(
             retrievers.word_channel, query=retrievers.Query(req.query, req.scope, depth, req.source_id)))
         words = None
     else:
         words = lexical.word_query(ctx.session, req.query) if fts else None
     if not blank and ctx.parallel is not None and ctx.memory_index is not None:  # waits for the query vector
-        vector_half = _beside(ctx.parallel, ctx.session, partial(
+        vector_half = jobs.start(ctx.after_embedding or ctx.parallel, partial(
             _vector_channel, ctx, retrievers.Query(req.query, req.scope, req.limit, req.source_id)))
     query = retrievers.Query(req.query, req.scope, req.limit, req.source_id, words)
     # Keyword channels first: the query vector may still be computing in another thread.
@@ -185,23 +193,6 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
             if name in channels:
                 channels[name] = [c for c in channels[name] if not _excluded(c.content, exclusions)]
     return channels
-
-
-def _beside(start: Callable[[Callable[[Session], Any]], Future], session: Session,
-            fn: Callable[[Session], T]) -> Callable[[], T]:
-    """Start fn(session) on another read connection (`start`, the context's `parallel`);
-    returns the function giving its result. A job no worker has started by the time it is
-    wanted is taken back and run on `session`: a busy pool (many concurrent recalls) never
-    makes a recall wait longer than running it here."""
-    job = start(fn)
-    done: list[T] = []
-
-    def result() -> T:
-        if not done:
-            done.append(fn(session) if job.cancel() else job.result())
-        return done[0]
-
-    return result
 
 
 def _vector_channel(ctx: RecallContext, query: retrievers.Query,

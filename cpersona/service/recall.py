@@ -12,6 +12,7 @@ the file changes (a COUNT over an agent's rows costs ~6 ms at 100k rows).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,6 +35,9 @@ from cpersona.storage import Database, Session
 from cpersona.storage.scope import Scope
 
 log = logging.getLogger(__name__)
+
+#: CPUs this process may run on.
+CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class PoolCounts:
@@ -115,6 +119,9 @@ class RecallService(ServiceBase):
             ctx.embed_query = lambda _text: self._await_query_vector(pending, ctx)
             if self.db.parallel_reads:
                 ctx.parallel = lambda fn: self._read_pool.submit(self._in_reader, fn)
+                if pending is not None:
+                    ctx.after_embedding = lambda fn: self._after(pending, fn)
+                    ctx.word_after_embedding = CPUS < 3
             messages = run_pipeline(ctx, req)
         if trace is not None:
             trace.update(ctx.trace)
@@ -138,6 +145,29 @@ class RecallService(ServiceBase):
         """fn(session) on the calling (worker) thread's own read connection."""
         with self.db.read() as s:
             return fn(s)
+
+    def _after(self, pending: Future, fn: Callable[[Session], Any]) -> Future:
+        """fn(session) run by the thread that embeds the query, as soon as it has embedded it
+        (on that thread's read connection: no hand-off to another thread); by a read worker
+        when the vector was already there. The returned Future can be cancelled until then."""
+        job: Future = Future()
+        caller = threading.get_ident()
+
+        def start() -> None:
+            if job.set_running_or_notify_cancel():
+                try:
+                    job.set_result(self._in_reader(fn))
+                except BaseException as err:  # noqa: BLE001 — handed to the waiting recall
+                    job.set_exception(err)
+
+        def embedded(_vector: Future) -> None:
+            if threading.get_ident() == caller:  # already embedded (a cached vector): not on the recall's thread
+                self._read_pool.submit(start)
+            else:
+                start()
+
+        pending.add_done_callback(embedded)
+        return job
 
     def pool_size(self, scope: Scope) -> int:
         """Memories + episodes in `scope` (the gate's pool), cached until the file changes."""

@@ -11,8 +11,9 @@ and sorts EVERY matching row before the first is returned. `ORDER BY +rank, rowi
 scores them — and FTS5 produces matches in ascending rowid order, which SQLite's sort keeps
 for equal keys, so the order is the one FTS5 gives. The best d = TOP_DEPTH_FACTOR·n matches
 of the whole table are read first and only those rows are then looked up in their table
-under the scope; when fewer than n of them are in scope while the table had more matches,
-the scoped query runs as before (a store shared by many agents).
+under the scope (the best n first, the rest only when some of those are out of scope: a store
+of one agent reads n rows); when fewer than n of them are in scope while the table had more
+matches, the scoped query runs as before (a store shared by many agents).
 """
 
 from __future__ import annotations

@@ -26,6 +26,12 @@ from cpersona.errors import ConfigError
 if TYPE_CHECKING:
     from cpersona.service.engine import Engine
 
+#: How long a thread may hold Python's GIL while another waits for it (CPython's default is
+#: 5 ms). A recall's threads hand work to each other (the query's embedding, the word MATCH,
+#: the vector scan run beside the trigram MATCH and meet again), and each hand-over where
+#: both want to run Python could wait a whole interval; at 0.5 ms the MCP recall p50 at 10k
+#: rows with the bundled model fell 0.1–1 ms (benchmarks/README.md, latency round 6).
+SWITCH_INTERVAL_S = 0.0005
 #: Seconds Ctrl-C waits for the engine to close (queue stopped, database closed) before exiting.
 CLOSE_TIMEOUT_SECS = 5.0
 
@@ -63,6 +69,7 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     from cpersona.service.engine import Engine
 
     security = Security.from_settings(settings)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     engine = Engine(settings, start_background=True)
     try:
         engine.updates.start()

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from cpersona.retrieval import recency, term_stats, word_prior
 from cpersona.retrieval.candidate import Candidate
@@ -65,7 +65,7 @@ class WordQuery:
         """Σ idf of the terms `content` holds / Σ idf of all terms (0 without terms); the
         best alternative for an OR query."""
         present = token_set(content)
-        return max((self._share(group, present) for group in self.groups or (self.terms,)), default=0.0)
+        return max((_share(pairs, total, present) for pairs, total in self._weights), default=0.0)
 
     def credited(self, content: str, coverage: float) -> float:
         """`coverage`, or the share of the query's identifiers `content` holds verbatim when
@@ -77,9 +77,18 @@ class WordQuery:
         text = content.lower()
         return max(coverage, sum(i in text for i in self.identifiers) / len(self.identifiers))
 
-    def _share(self, terms: tuple[str, ...], present: frozenset[str]) -> float:
-        total = sum(self.idf.get(t, 0.0) for t in terms)
-        return sum(self.idf.get(t, 0.0) for t in terms if t in present) / total if total > 0 else 0.0
+    @cached_property
+    def _weights(self) -> tuple[tuple[tuple[tuple[str, float], ...], float], ...]:
+        """Each alternative's (term, idf) pairs and their Σ idf: the same for every row."""
+        out = []
+        for group in self.groups or (self.terms,):
+            pairs = tuple((t, self.idf.get(t, 0.0)) for t in group)
+            out.append((pairs, sum(w for _, w in pairs)))
+        return tuple(out)
+
+
+def _share(pairs: tuple[tuple[str, float], ...], total: float, present: frozenset[str]) -> float:
+    return sum(w for t, w in pairs if t in present) / total if total > 0 else 0.0
 
 
 #: Runs of ASCII letters, digits and identifier punctuation; one is an identifier when it has

@@ -9,11 +9,9 @@ LLM attends most to the end of its context (the design's "final reversal").
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from cpersona.index.vector_index import WindowStats
 from cpersona.policy.validate import MAX_LIMIT
@@ -23,11 +21,10 @@ from cpersona.retrieval.anchors import Anchors
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.retrieval.recall_context import RecallContext, RecallRequest, make_context
 from cpersona.retrieval.response import message
+from cpersona.retrieval.side_jobs import SideJobs
 from cpersona.retrieval.unlisted import fill as fill_unlisted
 from cpersona.storage import Session
 from cpersona.storage.scope import Scope
-
-T = TypeVar("T")
 
 #: Exclusion entries shorter than this exclude only exact equals.
 EXCLUDE_PREFIX_MIN = 32
@@ -68,14 +65,16 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
     fts = ctx.session.search.fts_enabled and not blank
     depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
     word_half = vector_half = None
+    jobs = SideJobs(ctx.session)
     if fts and ctx.parallel is not None:  # the word half on another connection, beside the trigram MATCH
-        word_half = _beside(ctx.parallel, ctx.session, partial(
+        start = ctx.after_embedding if ctx.word_after_embedding and ctx.after_embedding is not None else ctx.parallel
+        word_half = jobs.start(start, partial(
             retrievers.word_channel, query=retrievers.Query(req.query, req.scope, depth, req.source_id)))
         words = None
     else:
         words = lexical.word_query(ctx.session, req.query) if fts else None
     if not blank and ctx.parallel is not None and ctx.memory_index is not None:  # waits for the query vector
-        vector_half = _beside(ctx.parallel, ctx.session, partial(
+        vector_half = jobs.start(ctx.after_embedding or ctx.parallel, partial(
             _vector_channel, ctx, retrievers.Query(req.query, req.scope, req.limit, req.source_id)))
     query = retrievers.Query(req.query, req.scope, req.limit, req.source_id, words)
     # Keyword channels first: the query vector may still be computing in another thread.
@@ -100,23 +99,6 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
             if name in channels:
                 channels[name] = [c for c in channels[name] if not _excluded(c.content, exclusions)]
     return channels
-
-
-def _beside(start: Callable[[Callable[[Session], Any]], Future], session: Session,
-            fn: Callable[[Session], T]) -> Callable[[], T]:
-    """Start fn(session) on another read connection (`start`, the context's `parallel`);
-    returns the function giving its result. A job no worker has started by the time it is
-    wanted is taken back and run on `session`: a busy pool (many concurrent recalls) never
-    makes a recall wait longer than running it here."""
-    job = start(fn)
-    done: list[T] = []
-
-    def result() -> T:
-        if not done:
-            done.append(fn(session) if job.cancel() else job.result())
-        return done[0]
-
-    return result
 
 
 def _vector_channel(ctx: RecallContext, query: retrievers.Query,

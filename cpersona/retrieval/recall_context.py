@@ -83,6 +83,13 @@ class RecallContext:
     #: runs fn(session) on another read connection in a worker thread (None = no second
     #: connection: every stage runs on `session`, one after the other)
     parallel: Callable[[Callable[[Session], Any]], Future] | None = None
+    #: runs fn(session) on the thread that embeds the query, right after the vector is there
+    #: (None: the vector retriever is started with `parallel`, where it waits for the vector)
+    after_embedding: Callable[[Callable[[Session], Any]], Future] | None = None
+    #: the word index's half queues behind the embedding (`after_embedding`) instead of taking
+    #: a thread of its own: a machine with two CPUs runs the query's embedding and the trigram
+    #: MATCH already, and a third thread there only slows the two down
+    word_after_embedding: bool = False
     #: the query's word terms and idf, set by `retrieve` (None: FTS off or blank query)
     words: lexical.WordQuery | None = None
     #: whether the vector channel ran (a query vector and a resident index), set by `retrieve`

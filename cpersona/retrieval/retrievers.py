@@ -158,7 +158,9 @@ def keyword(session: Session, query: Query,
         found[row.id].bm25 = rank
     wq, word_rows = words() if words is not None else word_channel(session, query)
     for row, rank in word_rows:
-        cand = found.setdefault(row.id, memory_candidate(row))
+        cand = found.get(row.id)
+        if cand is None:
+            cand = found[row.id] = memory_candidate(row)
         cand.word_bm25 = rank
     if not found:
         return like(session, query), unlisted.NONE

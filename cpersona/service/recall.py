@@ -1,8 +1,9 @@
 """Reading memories back: recall, recall_with_context, get_contents.
 
-A recall embeds its query in a worker thread while the keyword retrievers run (on a SQLite
-file the word index's MATCH and the vector retriever run on read connections of other worker
-threads beside the trigram MATCH: `RecallContext.parallel`), builds the
+A recall embeds its query in a worker thread, started first, while the keyword retrievers run
+(on a SQLite file the vector retriever runs on that thread right after the embedding and the
+word index's MATCH on a read worker — queued behind the embedding too on a machine with two
+CPUs — beside the trigram MATCH: retrieval/side_jobs.py), builds the
 agent's calibrated gate, runs the pipeline (cpersona/retrieval/pipeline.py: where rows are
 ranked) and adds what the caller must know: the degraded-search `advisory`, the `gate`
 notice when calibration is missing, `gate_fallback`. The gate's pool count is cached until
@@ -12,6 +13,7 @@ the file changes (a COUNT over an agent's rows costs ~6 ms at 100k rows).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,6 +36,11 @@ from cpersona.storage import Database, Session
 from cpersona.storage.scope import Scope
 
 log = logging.getLogger(__name__)
+
+#: CPUs this process may run on: with fewer than three, a recall's word MATCH queues behind its
+#: query's embedding instead of taking a third thread (paired over 600 queries at 10k rows with
+#: the bundled model: p50 −0.5 ms; on two CPUs a third runnable thread only slows the others).
+CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class PoolCounts:
@@ -115,6 +122,9 @@ class RecallService(ServiceBase):
             ctx.embed_query = lambda _text: self._await_query_vector(pending, ctx)
             if self.db.parallel_reads:
                 ctx.parallel = lambda fn: self._read_pool.submit(self._in_reader, fn)
+                if pending is not None:
+                    ctx.after_embedding = lambda fn: self._after(pending, fn)
+                    ctx.word_after_embedding = CPUS < 3
             messages = run_pipeline(ctx, req)
         if trace is not None:
             trace.update(ctx.trace)
@@ -139,6 +149,29 @@ class RecallService(ServiceBase):
         """fn(session) on the calling (worker) thread's own read connection."""
         with self.db.read() as s:
             return fn(s)
+
+    def _after(self, pending: Future, fn: Callable[[Session], Any]) -> Future:
+        """fn(session) run by the thread that embeds the query, as soon as it has embedded it
+        (on that thread's read connection: no hand-off to another thread); by a read worker
+        when the vector was already there. The returned Future can be cancelled until then."""
+        job: Future = Future()
+        caller = threading.get_ident()
+
+        def start() -> None:
+            if job.set_running_or_notify_cancel():
+                try:
+                    job.set_result(self._in_reader(fn))
+                except BaseException as err:  # noqa: BLE001 — handed to the waiting recall
+                    job.set_exception(err)
+
+        def embedded(_vector: Future) -> None:
+            if threading.get_ident() == caller:  # already embedded (a cached vector): not on the recall's thread
+                self._read_pool.submit(start)
+            else:
+                start()
+
+        pending.add_done_callback(embedded)
+        return job
 
     def pool_size(self, scope: Scope) -> int:
         """Memories + episodes in `scope` (the gate's pool), cached until the file changes."""

@@ -11,8 +11,9 @@ and sorts EVERY matching row before the first is returned. `ORDER BY +rank, rowi
 scores them — and FTS5 produces matches in ascending rowid order, which SQLite's sort keeps
 for equal keys, so the order is the one FTS5 gives. The best d = TOP_DEPTH_FACTOR·n matches
 of the whole table are read first and only those rows are then looked up in their table
-under the scope; when fewer than n of them are in scope while the table had more matches,
-the scoped query runs as before (a store shared by many agents).
+under the scope (the best n first, the rest only when some of those are out of scope: a store
+of one agent reads n rows); when fewer than n of them are in scope while the table had more
+matches, the scoped query runs as before (a store shared by many agents).
 """
 
 from __future__ import annotations
@@ -68,10 +69,7 @@ class SearchRepo:
         for top, complete in fts_top.prefixes(self.conn, fts, expr, limit * TOP_DEPTH_FACTOR):
             if not top:
                 return []
-            marks = ",".join("?" * len(top))
-            sql = f"SELECT {columns} FROM {table} {alias} WHERE {alias}.id IN ({marks}) AND {where}"
-            found = {row[0]: row for row in self.conn.execute(sql, [i for i, _ in top] + params)}
-            best = [(*found[i], score) for i, score in top if i in found][:limit]
+            best = self._in_scope(table, alias, columns, (where, params), top, limit)
             if len(best) == limit or complete:
                 return best
         where, params = scoped(True)
@@ -80,6 +78,22 @@ class SearchRepo:
             f"WHERE {fts} MATCH ? AND {where} ORDER BY {fts}.rank LIMIT ?"
         )
         return self.conn.execute(sql, [expr, *params, limit]).fetchall()
+
+    def _in_scope(self, table: str, alias: str, columns: str, scoped: tuple[str, list], top: fts_top.Hits,
+                  limit: int) -> list[tuple]:
+        """The first `limit` rows of `top` (best first) that are in scope, with their bm25.
+        The best `limit` ids are looked up first and the rest only when some of those are out
+        of scope: a store of one agent reads `limit` rows, not `TOP_DEPTH_FACTOR` times as many."""
+        where, params = scoped
+        best: list[tuple] = []
+        for part in (top[:limit], top[limit:]):
+            if not part or len(best) == limit:
+                break
+            marks = ",".join("?" * len(part))
+            sql = f"SELECT {columns} FROM {table} {alias} WHERE {alias}.id IN ({marks}) AND {where}"
+            found = {row[0]: row for row in self.conn.execute(sql, [i for i, _ in part] + params)}
+            best.extend((*found[i], score) for i, score in part if i in found)
+        return best[:limit]
 
     def memories_like(self, text: str, scope: Scope, source_id: str, limit: int) -> list[MemoryRow]:
         """`content LIKE '%<text>%'` (wildcards escaped, ASCII case-insensitive), newest first."""

@@ -1,14 +1,19 @@
-"""Recall's side jobs (the word index's MATCH, the vector retriever) on worker threads give
-the answer the recall thread alone gives, and a job no worker picks up is run by the recall."""
+"""Recall's side jobs (the word index's MATCH, the vector retriever) on worker threads or
+queued behind the query's embedding give the answer the recall thread alone gives, and a job
+no worker picks up is run by the recall."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 
 from cpersona.config import Settings
 from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.retrieval.side_jobs import SideJobs
 from cpersona.service.engine import Engine
 from cpersona.storage.db import Database
+
+from conftest import wait_until
 
 ROWS = ["the deploy failed twice on friday", "lunch at noon with the team", "deploys go out on thursdays",
         "the staging database listens on port 5433", "we failed the audit once"]
@@ -48,3 +53,51 @@ def test_a_job_no_worker_starts_is_run_by_the_recall(tmp_path, monkeypatch):
         assert never_started and all(f.cancelled() for f in never_started)
     finally:
         eng.close()
+
+
+def test_halves_queued_behind_the_embedding_answer_as_the_recall_thread_alone(engine_http, monkeypatch):
+    """With a query vector on a two-CPU machine the word index's MATCH and the vector
+    retriever run on the embedding's thread after it (or on the recall's, taken back)."""
+    from cpersona.service import recall as recall_service
+
+    eng = engine_http
+    for text in ROWS:
+        eng.store("a", text)
+    assert wait_until(lambda: not eng.queue.pending())
+    monkeypatch.setattr(recall_service, "CPUS", 2)
+    chained: list = []
+    after = eng._after
+    monkeypatch.setattr(eng, "_after", lambda pending, fn: chained.append(fn) or after(pending, fn))
+    eng.gateway.cache.clear()
+    beside = answers(eng)
+    assert len(chained) == 2 * len(QUERIES)  # the word half and the vector retriever of each recall
+    monkeypatch.setattr(Database, "parallel_reads", property(lambda self: False))
+    eng.gateway.cache.clear()
+    assert answers(eng) == beside
+
+
+def test_a_job_after_a_vector_already_there_runs_on_a_worker(engine_http):
+    """A cached query vector is there before the job is offered: the job runs on a read
+    worker, never on the recall's own thread while it offers it."""
+    done: Future = Future()
+    done.set_result(None)
+    ran = engine_http._after(done, lambda _session: threading.get_ident())
+    assert ran.result(timeout=10) != threading.get_ident()
+
+
+def test_the_recall_runs_unstarted_jobs_while_a_started_one_runs_elsewhere():
+    """SideJobs: a queued job is taken back; while the wanted job runs elsewhere, the group's
+    queued jobs run on the recall's thread first."""
+    session = object()
+    queued: Future = Future()
+    running: Future = Future()
+    running.set_running_or_notify_cancel()
+    calls: list[str] = []
+    jobs = SideJobs(session)  # type: ignore[arg-type]
+    wanted = jobs.start(lambda fn: running, lambda s: calls.append("wanted here") or "unused")
+    other = jobs.start(lambda fn: queued, lambda s: calls.append("other") or ("other", s))
+    threading.Timer(0.2, lambda: running.set_result("wanted elsewhere")).start()
+    assert wanted() == "wanted elsewhere"
+    assert calls == ["other"] and queued.cancelled()
+    assert other() == ("other", session)
+    assert calls == ["other"]  # run once

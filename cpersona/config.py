@@ -129,7 +129,7 @@ class Settings(BaseModel):
                                   "latest / first: the fused score changes by at most ± weight/2 (0 = off).")
     neighbour_weight: float | None = Field(None, ge=0.0, le=1.0, description="cc: share of its best time-neighbour's "
                                            "score a row can take (retrieval/neighbours.py); unset = 1 − 2α, 0 = off.")
-    keyword_ceiling: bool = Field(False, description="cc: a vector hit the keyword lists cut off scores their last "
+    keyword_ceiling: bool = Field(True, description="cc: a vector hit the keyword lists cut off scores their last "
                                   "row's bm25 × its coverage factor instead of 0 (retrieval/unlisted.py).")
     rrf_k: int = Field(60, ge=1, le=100_000, description="The k of reciprocal rank fusion (Cormack et al. 2009).")
     vector_weight: float = Field(1.0, ge=0.0, le=100.0, description="Weight of the vector channel in rrf / rsf.")

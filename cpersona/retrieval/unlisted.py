@@ -23,11 +23,13 @@ applies to the trigram list; the coverage factor keeps a row holding only one co
 word well below it. Exact bm25 of given rows is not read from FTS5: a MATCH restricted to
 rowids re-reads every term's doclist per row (~2.5 ms each).
 
-Off by default (CPERSONA_KEYWORD_CEILING). Measured with the bundled model
-(benchmarks/README.md, round 6): LongMemEval oracle NDCG@10 +0.0134 ± 0.0042, LoCoMo,
-JSQuAD, the long haystack and SCALE unchanged within noise — but the high-cosine rows it
-brings into the top 10 let the quality gate answer more questions that have no answer
-(LoCoMo's questions asked of the pooled LongMemEval agent: 24.5 % → 20.4 % unanswered).
+On by default (CPERSONA_KEYWORD_CEILING=false turns it off). Measured with the bundled model
+(benchmarks/README.md, round 6), on vs off with the quality gate's names and identifiers rule
+in place: LongMemEval oracle NDCG@10 +0.0135 ± 0.0042, LoCoMo −0.0003 ± 0.0004 (its answerable
+questions answered empty 17 → 8), JSQuAD −0.0002 ± 0.0007, the long haystack −0.0020 ± 0.0020,
+SCALE 0; unanswerable questions of the pooled LongMemEval agent 2.77 → 2.64 rows each, 72.3 %
+→ 73.6 % empty. Without that rule it let the gate answer more of them (24.5 % → 20.4 %
+unanswered), and was off.
 """
 
 from __future__ import annotations

@@ -241,7 +241,7 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
             index = ctx.memory_index if ctx.vectors else None
             alpha = separation.cc_alpha(index, req.agent_id, separation.FALLBACK_ALPHA)
         ctx.trace["cc_alpha"] = alpha
-        return spread(ctx, req, fusion.cc(channels, alpha, ctx.background), alpha)
+        return spread(ctx, req, fusion.cc(channels, alpha, ctx.background, req.query if ctx.vectors else None), alpha)
     ordered = {k: v for k, v in channels.items() if k != "keyword"}
     # Profile rows take keyword slots only when the gate will let them through (pool ≥ 50);
     # otherwise a blank-query recall would come back a row short.

@@ -105,7 +105,7 @@ def summary(per_query: list[dict]) -> list[list]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--embedding", default="local", help="CPERSONA_EMBEDDING_MODE of the run (default: the bundled model)")
+    p.add_argument("--embedding", default="local", help="CPERSONA_EMBEDDING_MODE of the run (default: bundled model)")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--show", action="store_true", help="print every question's first rows")
     p.add_argument("--calibrate", action="store_true", help="calibrate_threshold the agent before asking")

@@ -392,14 +392,5 @@ def recall(ctx: RecallContext, req: RecallRequest) -> list[dict[str, Any]]:
     return [message(c) for c in rows]
 
 
-__all__ = [
-    "RecallContext",
-    "RecallRequest",
-    "apply_gate",
-    "fuse",
-    "make_context",
-    "penalise",
-    "rank",
-    "recall",
-    "retrieve",
-]
+__all__ = ["RecallContext", "RecallRequest", "apply_gate", "fuse", "make_context", "penalise", "rank", "recall",
+           "retrieve"]

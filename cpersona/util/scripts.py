@@ -31,11 +31,11 @@ from functools import lru_cache
 
 #: UTF-8 lead byte (or ASCII letter) → the script it starts; everything else → none.
 _CLASSES = {
-    "latin": [ord(c) for c in string.ascii_letters] + list(range(0xC3, 0xCA)),
+    "latin": [*(ord(c) for c in string.ascii_letters), *range(0xC3, 0xCA)],
     "greek": [0xCD, 0xCE, 0xCF],
     "cyrillic": [0xD0, 0xD1, 0xD2, 0xD3],
-    "other": list(range(0xD4, 0xE0)) + [0xE0, 0xE1],
-    "cjk": list(range(0xE3, 0xEA)) + [0xEF],
+    "other": [*range(0xD4, 0xE2)],
+    "cjk": [*range(0xE3, 0xEA), 0xEF],
     "hangul": [0xEA, 0xEB, 0xEC, 0xED],
 }
 _CODES = {name: bytes([ord("a") + i]) for i, name in enumerate(_CLASSES)}

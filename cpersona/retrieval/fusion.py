@@ -118,7 +118,7 @@ EVIDENCE_CAP = 2.0
 #: scripts the query does not use) has its unseen part judged by the vector evidence (`cc`).
 #: Rows mostly in the query's scripts are not: the few foreign-script words of a row (a
 #: Latin name in a Japanese paragraph) repeat what the rest says, and imputing them moved 4
-#: of JSQuAD's 2,000 questions (−0.0003 NDCG@10) where this bar moves one (benchmarks/README.md).
+#: of JSQuAD's 2,000 questions for the worse (benchmarks/README.md, round 6).
 MOSTLY_UNSEEN = 0.5
 
 
@@ -150,10 +150,14 @@ def cc(channels: Channels, alpha: float, background: WindowStats | None = None,
     row that the keyword channels can judge is its script overlap with the query
     (util/scripts.py `seen_share`; without `query`, all of every row). A row they can read
     at most `MOSTLY_UNSEEN` of is judged on the part they cannot see by its vector evidence
-    instead of a keyword score of 0: its keyword evidence becomes max(lexical, (1 − s)·min(v, 1)),
-    never less than measured. Without it an English question could not rank the Japanese
-    row that answers it above an English row sharing one of its words whenever α is small
-    (a bilingual store: benchmarks/crosslang.py)."""
+    instead of a keyword score of 0: its keyword evidence becomes
+    max(lexical, (1 − s)·v / EVIDENCE_CAP), never less than measured — on the keyword scale a
+    clear vector hit (v at the cap) counts as a perfect keyword match, a row as close as the
+    closest unrelated one (v = 1) as half of one. Without it an English question could not
+    rank the Japanese row that answers it above an English row sharing one of its words
+    whenever α is small (a bilingual store: benchmarks/crosslang.py). min(v, 1) instead put
+    chance-level rows of other languages above paraphrased answers at 10k rows (SCALE with
+    the bundled model −0.018 NDCG@10; benchmarks/README.md)."""
     for name in _LEXICAL:
         rows = channels.get(name) or []
         best = max((-c.bm25 for c in rows if c.bm25 is not None), default=0.0)
@@ -169,7 +173,7 @@ def cc(channels: Channels, alpha: float, background: WindowStats | None = None,
         lexical = cand.lexical or 0.0
         share = 1.0 if query is None else scripts.seen_share(query, cand.content)
         if share <= MOSTLY_UNSEEN:
-            lexical = max(lexical, (1.0 - share) * min(cos, 1.0))
+            lexical = max(lexical, (1.0 - share) * cos / EVIDENCE_CAP)
         cand.cc = fused[key] = alpha * cos + (1.0 - alpha) * lexical
     return sorted(merged.values(), key=lambda c: -fused[c.key])
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 from cpersona.index.vector_index import WindowStats
 from cpersona.retrieval.candidate import Candidate
+from cpersona.util import scripts
 
 Channels = dict[str, list[Candidate]]
 
@@ -113,6 +114,14 @@ _LEXICAL = ("episodes", "keyword")
 EVIDENCE_CAP = 2.0
 
 
+#: A row whose letters the keyword channels can read at most this share of (the rest in
+#: scripts the query does not use) has its unseen part judged by the vector evidence (`cc`).
+#: Rows mostly in the query's scripts are not: the few foreign-script words of a row (a
+#: Latin name in a Japanese paragraph) repeat what the rest says, and imputing them moved 4
+#: of JSQuAD's 2,000 questions for the worse (benchmarks/README.md, round 6).
+MOSTLY_UNSEEN = 0.5
+
+
 def vector_evidence(background: WindowStats | None) -> Callable[[float], float]:
     """cc's vector evidence of a cosine: how far it stands above the query's background
     (the mean μ of its cosines over the scan window), in units of the largest excess that
@@ -129,12 +138,26 @@ def vector_evidence(background: WindowStats | None) -> Callable[[float], float]:
     return lambda cos: min(max((cos - mu) / unit, 0.0), EVIDENCE_CAP)
 
 
-def cc(channels: Channels, alpha: float, background: WindowStats | None = None) -> list[Candidate]:
+def cc(channels: Channels, alpha: float, background: WindowStats | None = None,
+       query: str | None = None) -> list[Candidate]:
     """Convex-combination fusion; sets `lexical` and `cc` on every candidate; best first.
 
     Each keyword channel (memories, episodes) is normalised by its own best bm25: the two
     FTS tables have independent statistics (one archived episode has almost no IDF), so a
-    joint scale would bury episodes. Equal scores keep memories before episodes."""
+    joint scale would bury episodes. Equal scores keep memories before episodes.
+
+    With the `query` text (given when the query has a vector), the share s ∈ [0, 1] of each
+    row that the keyword channels can judge is its script overlap with the query
+    (util/scripts.py `seen_share`; without `query`, all of every row). A row they can read
+    at most `MOSTLY_UNSEEN` of is judged on the part they cannot see by its vector evidence
+    instead of a keyword score of 0: its keyword evidence becomes
+    max(lexical, (1 − s)·v / EVIDENCE_CAP), never less than measured — on the keyword scale a
+    clear vector hit (v at the cap) counts as a perfect keyword match, a row as close as the
+    closest unrelated one (v = 1) as half of one. Without it an English question could not
+    rank the Japanese row that answers it above an English row sharing one of its words
+    whenever α is small (a bilingual store: benchmarks/crosslang.py). min(v, 1) instead put
+    chance-level rows of other languages above paraphrased answers at 10k rows (SCALE with
+    the bundled model −0.018 NDCG@10; benchmarks/README.md)."""
     for name in _LEXICAL:
         rows = channels.get(name) or []
         best = max((-c.bm25 for c in rows if c.bm25 is not None), default=0.0)
@@ -147,7 +170,11 @@ def cc(channels: Channels, alpha: float, background: WindowStats | None = None) 
     evidence = vector_evidence(background)
     for key, cand in merged.items():
         cos = evidence(cand.cosine or 0.0)
-        cand.cc = fused[key] = alpha * cos + (1.0 - alpha) * (cand.lexical or 0.0)
+        lexical = cand.lexical or 0.0
+        share = 1.0 if query is None else scripts.seen_share(query, cand.content)
+        if share <= MOSTLY_UNSEEN:
+            lexical = max(lexical, (1.0 - share) * cos / EVIDENCE_CAP)
+        cand.cc = fused[key] = alpha * cos + (1.0 - alpha) * lexical
     return sorted(merged.values(), key=lambda c: -fused[c.key])
 
 

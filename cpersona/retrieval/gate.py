@@ -134,6 +134,19 @@ def answer_bar(vector_threshold: float, beta: float, vectors: bool = True,
     return cosine, share if vectors else share * NO_VECTOR_SHARE
 
 
+def evidence_cosine(cand: Candidate) -> float | None:
+    """The row's cosine as measured, before the episode boundary penalty
+    (retrieval/scoring.py) scaled it: the penalty ranks older rows below newer ones, it is no
+    evidence that a row does not answer. Judged after it, every memory written before the
+    last archived episode had its cosine halved while its word coverage stayed whole, so a
+    question answered only by the meaning of an older row — one asked in another language
+    than the row, whose words it cannot share — came back empty (a new user's bilingual
+    store: 11 of 32 such questions). None without a cosine."""
+    if cand.cosine is None:
+        return None
+    return cand.cosine / cand.penalty if cand.penalty > 0 else cand.cosine
+
+
 def min_score(pool: int, deep: bool = False) -> float:
     """Pool-size heuristic threshold on a similarity scale; halved for `deep`."""
     base = 0.5 if pool <= 0 else round(0.5 - 0.3 * min(1.0, math.log(pool + 1) / math.log(POOL_SATURATION)), 4)
@@ -210,7 +223,8 @@ class Gate:
         calibrated = self.fused_gate if self.gate_signal == name else None
         if name == "cc":
             cos_min = self.cosine_min if self.cosine_min is not None else self.min_score
-            if cand.cosine is not None and cand.cosine >= cos_min:
+            cosine = evidence_cosine(cand)
+            if cosine is not None and cosine >= cos_min:
                 return True
             if calibrated is not None:
                 return value >= calibrated
@@ -256,9 +270,7 @@ class Gate:
             return True
         named = not names or self.anchors.holds_name(cand.content)
         cos_unit, cov_unit = self.answer
-        # the row's own cosine: the episode boundary penalty ranks older rows lower, it does not
-        # make them less related (the chance maximum is a bound on unpenalised cosines too)
-        raw = None if cand.cosine is None else cand.cosine / cand.penalty if cand.penalty > 0 else cand.cosine
+        raw = evidence_cosine(cand)  # the chance maximum bounds unpenalised cosines too
         cosine = raw if raw is not None else 0.0
         # a threshold ≤ 0 (CPERSONA_VECTOR_MIN_SIMILARITY may be negative): any cosine reaching it answers
         vector = cosine / cos_unit if cos_unit > 0 else (math.inf if cosine >= cos_unit else 0.0)

@@ -134,7 +134,7 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
             index = ctx.memory_index if ctx.vectors else None
             alpha = separation.cc_alpha(index, req.agent_id, separation.FALLBACK_ALPHA)
         ctx.trace["cc_alpha"] = ctx.alpha = alpha
-        return fusion.cc(channels, alpha, ctx.background)
+        return fusion.cc(channels, alpha, ctx.background, req.query if ctx.vectors else None)
     ordered = {k: v for k, v in channels.items() if k != "keyword"}
     # Profile rows take keyword slots only when the gate will let them through (pool ≥ 50);
     # otherwise a blank-query recall would come back a row short.

@@ -216,7 +216,7 @@ def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False, d
     if withheld and not shown:
         rows_word = "row" if withheld == 1 else "rows"
         # the identifiers / names that no matched row mentions, when that is why (service/recall.py)
-        why = sorted({a["withheld"]["why"] for a in answers.values() if a.get("withheld")} - {WITHHELD_WHY})
+        why = sorted({a["withheld"].get("why") for a in answers.values() if a.get("withheld")} - {WITHHELD_WHY, None})
         held = f"held back — {'; '.join(why)}" if why else "matched too weakly to count as an answer"
         out.print(f"[dim]{withheld} {rows_word} {held}"
                   f"{', even at the half bar of --deep' if deep else ': --deep halves the bar'}[/dim]")

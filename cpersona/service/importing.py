@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from cpersona.embedding.base import NORM_TOLERANCE
 from cpersona.errors import StorageError
 from cpersona.policy import validate
 from cpersona.portable import formats, plan, reader
@@ -57,6 +60,7 @@ class Tally:
     kept_vectors: int = 0
     file_vectors: int = 0  # rows of the file that carried a vector
     without_vectors: int = 0  # imported memories and episodes left without a vector
+    unsound: int = 0  # vectors of the right model dropped: wrong length, not finite, or not unit length
     seen: set = field(default_factory=set)  # dedup keys of earlier rows (dry run)
 
     def body(self, dry_run: bool) -> dict[str, Any]:
@@ -153,7 +157,9 @@ class ImportService(ExportService):
                 source.close()
         parsed = formats.parse(reader.read_lines(path, self.settings.max_import_bytes), path.suffix, target)
         head = parsed.header or {}
-        model = (head.get("embedding_model"), head.get("embedding_dim")) if head.get("embedding_model") else None
+        dim = head.get("embedding_dim")
+        dim = int(dim) if isinstance(dim, str) and dim.strip().isdigit() else dim
+        model = (head.get("embedding_model"), dim) if head.get("embedding_model") else None
         return parsed.format, parsed.items, parsed.notes, model
 
     # ---------------------------------------------------------------- vectors
@@ -174,6 +180,9 @@ class ImportService(ExportService):
                 state = self.gateway.reconcile() or state
         if state.model is not None and (state.model, state.dim) == tuple(model) and not state.pending:
             return tuple(model), ""
+        if state.model is not None and (state.model, state.dim) == tuple(model):
+            return None, f"this database is being re-embedded with {named} (`cpersona reembed`, or the server after " \
+                         "a model change); the imported rows are embedded by that run"
         if state.model is not None:
             return None, f"the file's vectors come from {named}; this database's vectors belong to " \
                          f"{state.model} ({state.dim}-d)"
@@ -188,6 +197,9 @@ class ImportService(ExportService):
         parts = []
         if tally.file_vectors > tally.kept_vectors and dropped_why:
             parts.append(f"{tally.file_vectors - tally.kept_vectors} vectors dropped: {dropped_why}.")
+        if tally.unsound:
+            parts.append(f"{tally.unsound} vectors dropped: not of the model's dimension, not finite, or not of unit "
+                         "length (a damaged file); their rows are embedded again.")
         if tally.without_vectors:
             parts.append(f"{tally.without_vectors} imported rows have no vector yet and are found by keyword only "
                          f"until {self._who_embeds()}.")
@@ -264,7 +276,8 @@ class ImportService(ExportService):
         if r["msg_id"] and s.bulk.msg_id_taken(r["agent_id"], r["project_id"], r["msg_id"]):
             tally.skipped_memories += 1
             return
-        blob = r["embedding"] if keep and r["embedding"] and len(r["embedding"]) == 4 * keep[1] else None
+        blob = r["embedding"] if keep and r["embedding"] and _sound(r["embedding"], keep[1]) else None
+        tally.unsound += bool(keep and r["embedding"] and blob is None)
         ref = s.bulk.insert_memory(r, blob)
         if ref is None:
             tally.skipped_memories += 1
@@ -296,3 +309,15 @@ class ImportService(ExportService):
         s.journal.note(op, "profile", "profiles", row_id,
                        None if prior is None else {k: prior[k] for k in ("content", "updated_at", "project_id")})
         tally.profiles += 1
+
+
+def _sound(blob: bytes, dim: int) -> bool:
+    """Whether an export's vector can be kept: `dim` float32 values, all finite, of unit
+    length within the tolerance every embedding answer is held to (embedding/base.py) — a
+    NaN kept here made every recall of its agent score NaN, which is not JSON."""
+    if len(blob) != 4 * dim:
+        return False
+    vec = np.frombuffer(blob, dtype=np.float32)
+    if not np.all(np.isfinite(vec)):
+        return False
+    return abs(float(np.linalg.norm(vec)) - 1.0) <= NORM_TOLERANCE

@@ -13,7 +13,10 @@ def to_blob(vector: np.ndarray) -> bytes:
 
 
 def from_blob(blob: bytes | None) -> np.ndarray | None:
-    """BLOB → (dim,) float32, or None when empty or its length is not a multiple of 4."""
+    """BLOB → (dim,) float32, or None when empty, its length is not a multiple of 4, or a
+    value is not finite (a NaN would make every cosine of its agent's recalls NaN, which is
+    not JSON): such a row is treated as one without a vector."""
     if not blob or len(blob) % 4:
         return None
-    return np.frombuffer(blob, dtype=_DTYPE).astype(np.float32)
+    vec = np.frombuffer(blob, dtype=_DTYPE).astype(np.float32)
+    return vec if np.isfinite(vec).all() else None

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from cpersona.retrieval.lexical import ASCII_RUN, token_set
 from cpersona.util.text import STOPWORDS
-from cpersona.util.words import query_terms
+from cpersona.util.words import match_form, query_terms
 
 #: What makes a run an identifier of this rule: letters with digits, an underscore,
 #: or two joiners (`src/app.py`, `a.b.c`); one joiner between letters is a word pair.
@@ -51,6 +51,7 @@ _HAS_LETTER = re.compile(r"[A-Za-z]")
 _INNER_MARK = re.compile(r"[0-9_]|\w[./:#@-]\w")
 _ALNUM = re.compile(r"[0-9a-z]+")
 _JOIN = "[^0-9a-z]*"
+_EDGE_BEFORE, _EDGE_AFTER = "(?<![0-9a-z])", "(?![0-9a-z])"
 _NAME = re.compile(r"[A-Z][a-z]+")
 _UPPER_INSIDE = re.compile(r"(?<=.)[A-Z]", re.S)
 _CAMEL = re.compile(r"[A-Za-z]*[a-z][A-Z][A-Za-z]*")
@@ -66,10 +67,12 @@ _CALENDAR = frozenset((
 
 
 def spelling(identifier: str) -> re.Pattern[str]:
-    """The pattern of `identifier` in lower-cased text: its runs of letters and digits, in
-    order, with anything but letters and digits between them (module doc)."""
-    parts = _ALNUM.findall(identifier.lower())
-    return re.compile(_JOIN.join(re.escape(p) for p in parts))
+    """The pattern of `identifier` in lower-cased text (`match_form`): its runs of letters and
+    digits, in order, with anything but letters and digits between them (module doc), and no
+    letter or digit right before or after it — `CVE-2024-309` is not held by a row that says
+    `CVE-2024-3094`, nor `VE-2024-3094`."""
+    parts = _ALNUM.findall(match_form(identifier).lower())
+    return re.compile(_EDGE_BEFORE + _JOIN.join(re.escape(p) for p in parts) + _EDGE_AFTER)
 
 
 def identifiers(query: str) -> tuple[str, ...]:
@@ -118,7 +121,7 @@ class Anchors:
         """The identifiers (as written) that `content` holds."""
         if not self.idents:
             return set()
-        text = content.lower()
+        text = match_form(content).lower()  # full-width forms and invisible characters as the index reads them
         return {i for i, p in zip(self.idents, self.patterns, strict=True) if p.search(text)}
 
     def holds_name(self, content: str) -> bool:

@@ -41,6 +41,7 @@ from typing import Any
 
 from cpersona.retrieval.anchors import Anchors
 from cpersona.retrieval.candidate import PROFILE, Candidate
+from cpersona.util.words import match_form
 
 #: Pool size at which the heuristic reaches its floor (the original's pool-size heuristic).
 POOL_SATURATION = 500
@@ -162,6 +163,21 @@ def signal(cand: Candidate) -> tuple[str, float] | None:
     return None
 
 
+def _holds(text: str, needle: str) -> bool:
+    """`needle` occurs in `text`; an identifier only as a whole — no letter or digit right
+    before or after it (`cve-2024-309` is not in `cve-2024-3094`)."""
+    if not is_identifier(needle):
+        return needle in text
+    start = text.find(needle)
+    while start >= 0:
+        end = start + len(needle)
+        if not (start and text[start - 1].isascii() and text[start - 1].isalnum()) and \
+                not (end < len(text) and text[end].isascii() and text[end].isalnum()):
+            return True
+        start = text.find(needle, start + 1)
+    return False
+
+
 def exact_needles(query: str) -> list[str]:
     """Lower-cased strings whose presence in a row makes it an exact match: the whole
     query (≥ 3 chars, or ≥ 2 when it holds CJK — 梅雨 is a word), quoted phrases,
@@ -174,7 +190,7 @@ def exact_needles(query: str) -> list[str]:
         token = token.strip(_EDGE_PUNCT)
         if is_identifier(token):
             needles.append(token)
-    return [n.lower() for n in dict.fromkeys(needles)]
+    return [match_form(n).lower() for n in dict.fromkeys(needles)]
 
 
 @dataclass(frozen=True)
@@ -208,8 +224,8 @@ class Gate:
     def exact(self, cand: Candidate) -> bool:
         """The row contains a needle, or IS the query (a stored text is findable by itself,
         however short)."""
-        text = cand.content.lower()
-        return any(n in text for n in self.needles) or (bool(self.whole) and text.strip() == self.whole)
+        text = match_form(cand.content).lower()
+        return any(_holds(text, n) for n in self.needles) or (bool(self.whole) and text.strip() == self.whole)
 
     def passes(self, cand: Candidate) -> bool:
         if cand.kind == PROFILE:

@@ -83,3 +83,20 @@ def test_a_row_without_the_name_answers_on_its_meaning_alone(engine_http):
     alias = recall(engine_http, "Which service does PostgreSQL run? billing backups nightly")
     assert alias["messages"][-1]["content"] == NOTES[5]
     assert recall(engine_http, "What did Jolene research about heap overflows?")["messages"] == []
+
+
+def test_a_row_holds_an_identifier_written_full_width_or_with_invisible_characters():
+    """Rows are read as the word index reads them (NFKC, format characters removed)."""
+    assert Anchors.of("what does ERR_QUOTA_9901 mean?").idents_held("ＥＲＲ＿ＱＵＯＴＡ＿９９０１ は上限超過") == {"ERR_QUOTA_9901"}
+    assert Anchors.of("what is RELEASE_7788?").idents_held("REL\u00adEASE_7788 shipped") == {"RELEASE_7788"}
+
+
+@pytest.mark.parametrize("query", ["CVE-2024-309", "CVE-2024-30941", "VE-2024-3094", "CVE-2024-3"])
+def test_part_of_an_identifier_is_not_the_identifier(engine_none, query):
+    """A row says `CVE-2024-3094`: a shorter or longer identifier, or one cut at the front, is
+    another one — neither held by the row (the answer bar) nor an exact match (the gate)."""
+    for text in NOTES:
+        assert engine_none.store("ops", text)["result"] == "stored"
+    assert Anchors.of(query).idents_held("We audited xz-utils for CVE-2024-3094.") == set()
+    res = engine_none.recall(RecallRequest("ops", query))
+    assert not any("CVE-2024-3094" in m["content"] for m in res["messages"]), res["messages"]

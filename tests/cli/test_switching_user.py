@@ -85,14 +85,16 @@ def test_a_locked_row_names_the_cli_command_that_unlocks_it(cli):
     assert status == 1 and "not owned by agent 'someone-else'" in err
 
 
-def test_a_closed_output_pipe_ends_quietly(tmp_path):
+@pytest.mark.parametrize("args", [["list", "--json", "--limit", "500"], ["list", "--limit", "500"]])
+def test_a_closed_output_pipe_ends_quietly(tmp_path, args):
+    """JSON and rich's table output alike (rich's own handler exited with 1)."""
     db = tmp_path / "p.db"
     eng = new_engine(db)
     for i in range(300):
         eng.store("kai", f"note {i} about the staging cluster and its nightly backups")
     eng.close()
     env = clean_env(CPERSONA_DB_PATH=str(db), CPERSONA_EMBEDDING_MODE="none")
-    proc = subprocess.Popen([sys.executable, "-m", "cpersona", "list", "--json", "--limit", "500"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "cpersona", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.read(10)

@@ -119,12 +119,19 @@ def get_contents(session: Session, agent_id: str, refs: list[str]) -> dict[str, 
     """Expand refs owned by `agent_id`: {items, missing, count, deferred?, budget_chars?, note?,
     malformed?, malformed_note?}. A ref is "mem:N", "ep:N" or a bare memory number "N".
     Another agent's row is `missing`, exactly like an absent one; a ref in none of the
-    accepted forms is also listed in `malformed`, with the forms accepted."""
+    accepted forms is also listed in `malformed`, with the forms accepted. Refs naming one
+    row (`12`, `mem:12`) are expanded once."""
     items: list[dict[str, Any]] = []
     missing: list[str] = []
     deferred: list[str] = []
     total = 0
+    seen: set[tuple[str, int]] = set()
     for ref in refs:
+        key = _split(ref)
+        if key is not None and key in seen:  # `12`, `mem:12` and ` 12` name one row: expanded once
+            continue
+        if key is not None:
+            seen.add(key)
         if deferred:
             deferred.append(ref)
             continue

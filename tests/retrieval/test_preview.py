@@ -94,3 +94,9 @@ def test_get_contents_argument_rules(eng):
         with pytest.raises(InvalidArgument):
             eng.get_contents("a", bad)
     assert eng.get_contents("a", ["mem:1", "mem:1"])["missing"] == ["mem:1"]  # duplicates collapse
+
+
+def test_refs_naming_one_row_are_expanded_once(eng):
+    mid = eng.store("a", "one note about kestrels")["id"]
+    got = eng.get_contents("a", [str(mid), f"mem:{mid}", f" {mid}"])
+    assert got["count"] == 1 and len(got["items"]) == 1 and got["missing"] == []

@@ -37,6 +37,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Any
 
 from cpersona.retrieval.anchors import Anchors
@@ -163,10 +164,17 @@ def signal(cand: Candidate) -> tuple[str, float] | None:
     return None
 
 
-def _holds(text: str, needle: str) -> bool:
-    """`needle` occurs in `text`; an identifier only as a whole — no letter or digit right
-    before or after it (`cve-2024-309` is not in `cve-2024-3094`)."""
-    if not is_identifier(needle):
+@lru_cache(maxsize=8192)
+def _folded(content: str) -> str:
+    """A row's text as the exact-match rule reads it (NFKC without format characters, lower
+    case); cached: the gate asks about the same rows many times per recall."""
+    return match_form(content).lower()
+
+
+def _holds(text: str, needle: str, bounded: bool) -> bool:
+    """`needle` occurs in `text`; when `bounded` (an identifier) only as a whole — no letter
+    or digit right before or after it (`cve-2024-309` is not in `cve-2024-3094`)."""
+    if not bounded:
         return needle in text
     start = text.find(needle)
     while start >= 0:
@@ -224,8 +232,14 @@ class Gate:
     def exact(self, cand: Candidate) -> bool:
         """The row contains a needle, or IS the query (a stored text is findable by itself,
         however short)."""
-        text = match_form(cand.content).lower()
-        return any(_holds(text, n) for n in self.needles) or (bool(self.whole) and text.strip() == self.whole)
+        text = _folded(cand.content)
+        return any(_holds(text, n, bounded) for n, bounded in self._needles) or \
+            (bool(self.whole) and text.strip() == self.whole)
+
+    @cached_property
+    def _needles(self) -> tuple[tuple[str, bool], ...]:
+        """The needles, each with whether it is an identifier (matched whole)."""
+        return tuple((n, is_identifier(n)) for n in self.needles)
 
     def passes(self, cand: Candidate) -> bool:
         if cand.kind == PROFILE:

@@ -11,10 +11,14 @@ over MCP with `retrieval.py` before they are reported.
 Usage::
 
     python benchmarks/ablation.py --db /tmp/cpersona-bench-x/bench.db --dataset locomo [--out x.json]
-        [--foreign longmemeval_oracle] [--max-queries N]
+        [--foreign longmemeval_oracle] [--max-queries N] [--calibration FILE | --calibrate [--save-calibration F]]
 
 `--foreign DATASET`: also ask DATASET's questions of this database's agents (none of them
 is answerable there) and report rows per question and the share answered empty.
+`--calibration FILE`: a calibration sidecar to restore beside the copy (e.g. the one a
+`retrieval.py --keep-db` run left, to ask in the state that run answered in); `--calibrate`:
+calibrate the global threshold and every agent first, as the startup guard does on a store it
+finds uncalibrated. Without either, the recall uses the uncalibrated (heuristic) gate.
 The output JSON has the per-query rows `compare.py` reads.
 """
 
@@ -74,6 +78,16 @@ def run_queries(engine: Engine, queries: list[dict], rows: dict[int, list[str]],
     return per_query
 
 
+def calibrate_all(engine: Engine, agents: list[str]) -> None:
+    """calibrate_threshold for the global threshold and each agent (kept in memory)."""
+    engine.gateway.embedder.wait_ready(300)  # type: ignore[union-attr]
+    for agent in ["", *agents]:
+        res = engine.calibration.calibrate(agent, persist=False)
+        fg = res.get("fused_gate") or {}
+        print(f"  calibrated {agent or '(global)'}: vector {res.get('new_threshold')} fused {fg.get('threshold')} "
+              f"ok={res.get('ok')}", file=sys.stderr)
+
+
 def row_map(db: Path) -> dict[int, list[str]]:
     import sqlite3
 
@@ -95,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--embedding", default="local")
     p.add_argument("--haystack-questions", type=int, default=20)
+    p.add_argument("--calibration", type=Path, default=None, help="sidecar to restore beside the copy")
+    p.add_argument("--calibrate", action="store_true", help="calibrate the global threshold and every agent first")
+    p.add_argument("--save-calibration", type=Path, default=None, help="with --calibrate: keep the sidecar here")
     args = p.parse_args(argv)
     data = evalsets.load(args.dataset, args.data, args.haystack_questions, 400)
     queries = common.select_evenly(data.queries, args.max_queries)
@@ -108,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         db = work / "bench.db"
         shutil.copy(args.db, db)
+        if args.calibration:
+            shutil.copy(args.calibration, f"{db}.calibration.json")
         import os
 
         os.environ.update({"CPERSONA_DB_PATH": str(db), "CPERSONA_EMBEDDING_MODE": args.embedding,
@@ -118,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                 texts = sorted({q["query"] for q in queries + foreign})
                 cached = query_vectors(engine, texts, common.RESULTS / f"qvec-{args.dataset}-{args.foreign}.npy")
                 engine.gateway.embed_query = lambda text: cached.get(text)  # type: ignore[method-assign]
+            if args.calibrate:
+                calibrate_all(engine, sorted({q["agent_id"] for q in queries + foreign}))
+                if args.save_calibration:
+                    engine.calibration.persist()
+                    shutil.copy(f"{db}.calibration.json", args.save_calibration)
             rows = row_map(db)
             started = time.perf_counter()
             per_query = run_queries(engine, queries, rows, args.limit)

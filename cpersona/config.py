@@ -4,12 +4,11 @@
 CPersona documents, e.g. EMBEDDING_MODE; the prefixed name wins when both are set and
 non-empty). Empty values mean "default". Booleans accept true/false/1/0/yes/no/on/off.
 A malformed or out-of-range value raises `ConfigError` naming the variable and the expected
-form — startup stops with that one line rather than guessing a default.
-
-A settings file (TOML, `field = value`, e.g. `recall_mode = "rrf"`) may hold the same
-settings: `CPERSONA_CONFIG_FILE`, else `config.toml` in the per-user config directory
-(platformdirs). The environment wins over the file, the file over the default;
-`Settings.resolve()` also says where each value came from (`cpersona config`).
+form — startup stops with that one line rather than guessing a default. A settings file
+(TOML, `field = value`, e.g. `recall_mode = "rrf"`) may hold the same settings:
+`CPERSONA_CONFIG_FILE`, else `config.toml` in the per-user config directory (platformdirs).
+The environment wins over the file, the file over the default; `Settings.resolve()` also
+says where each value came from (`cpersona config`).
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ def default_db_path(cwd: Path | None = None) -> str:
     exists in the working directory (the original CPersona's layout, kept so its users
     find their memories), else `cpersona.db` in the per-user data directory (platformdirs:
     ~/.local/share/cpersona on Linux, ~/Library/Application Support/cpersona on macOS,
-    %LOCALAPPDATA%\\cpersona on Windows) — the same file whatever directory a host starts
-    the server in."""
+    %LOCALAPPDATA%\\cpersona on Windows): the same file whatever folder a host starts it in."""
     legacy = (cwd or Path.cwd()) / LEGACY_DB_PATH
     if legacy.is_file():
         return str(legacy)
@@ -176,10 +174,12 @@ class Settings(BaseModel):
     fused_gate_sample_queries: int = Field(40, ge=1, le=1000,
                                            description="Memories used as queries per calibration draw.")
     fused_gate_calibration_draws: int = Field(5, ge=1, le=50, description="Calibration draws (median kept).")
-    fused_gate_min_keep: float = Field(0.9, ge=0.0, le=1.0,
-                                       description="Share of positives a calibrated gate must keep.")
+    fused_gate_min_keep: float = Field(0.9, ge=0.0, le=1.0, description="Share of positives a calibrated gate keeps.")
     auto_calibrate: bool = Field(False, description="Recalibrate every agent at every start.")
-    calibrate_on_model_change: bool = Field(True, description="Recalibrate at start when calibration is stale or lost.")
+    calibrate_on_model_change: bool = Field(True, description="Calibrate by itself: at start when stale or lost, "
+                                            "and each agent again whenever its embedded rows double.")
+    calibrate_min_rows: int = Field(200, ge=10, le=1_000_000, description="Fewest embedded rows an agent (all agents, "
+                                    "for the global threshold) needs before the server calibrates it by itself.")
     calibrate_method: Literal["separation", "percentile", "zscore"] = Field(
         "separation", description="Default calibrate_threshold method.")
     calibrate_sample_size: int = Field(200, ge=1, le=100_000, description="Vectors sampled per calibration (default).")

@@ -46,6 +46,7 @@ class HashEmbedder:
 def make(db: Path | str, embedder: Any = "hash", **overrides: Any) -> Engine:
     """Engine on `db` with the hashing backend (embedder=None → mode none)."""
     overrides.setdefault("calibrate_on_model_change", False)
+    overrides.setdefault("calibrate_min_rows", 10)  # the corpora here are small (session_corpus: 70 rows)
     settings = Settings.from_env({}, db_path=str(db), **overrides)
     backend = HashEmbedder() if embedder == "hash" else embedder
     return Engine(settings, embedder=backend)

@@ -24,7 +24,6 @@ import numpy as np
 from cpersona.calibration.stats import rounded, separation_search
 from cpersona.config import Settings
 from cpersona.index.vector_index import VectorIndex
-from cpersona.policy import validate
 from cpersona.retrieval import gate as gate_mod
 from cpersona.retrieval.candidate import MEMORY, Candidate
 from cpersona.retrieval.gate import AgentGate
@@ -40,6 +39,11 @@ FUSED_MIN_NULL, FUSED_MIN_POS = 10, 5
 #: A fused gate whose proxy labels separate worse than this (Youden's J of the chosen
 #: draw) measured nothing: the heuristic gate is kept instead of a floor-level gate.
 MIN_GATE_J = 0.1
+#: A stored row asked as a calibration query is cut to this many characters — the length of
+#: a long question. Whole rows (LongMemEval's assistant turns run to several thousand
+#: characters) made each query's MATCH hundreds of terms long: calibrating the 20 agents of the
+#: long-haystack store took over 10 CPU minutes (benchmarks/README.md, round 7).
+QUERY_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ class FusedJob:
 
 def _rank_as_query(job: FusedJob, content: str, qvec: np.ndarray) -> list[Candidate]:
     """The ranked pre-gate rows for `content` as a query (the memory itself excluded)."""
-    req = RecallRequest(job.agent_id, content[: validate.MAX_QUERY_CHARS], FUSED_DEPTH, exclude_contents=(content,))
+    req = RecallRequest(job.agent_id, content[:QUERY_CHARS], FUSED_DEPTH, exclude_contents=(content,))
     with job.db.read() as s:
         ctx = make_context(job.settings, s, job.indexes, AgentGate(job.vector_threshold), lambda _text: qvec,
                            inject_profiles=False)

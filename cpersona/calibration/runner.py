@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from cpersona.calibration import fused, startup
+from cpersona.calibration import fused, growth, startup
 from cpersona.calibration.ports import IndexAccess, VectorSpace
 from cpersona.calibration.precision import Request, parse_request
-from cpersona.calibration.state import CalibrationState, Fingerprint
+from cpersona.calibration.state import CalibrationState, Fingerprint, _put
 from cpersona.calibration.stats import (
     pair_similarities,
     rounded,
@@ -81,15 +81,17 @@ class Calibration(CalibrationState):
     def _stale(self) -> tuple[int, int]:
         return (self.vectors.current_state() or VectorState()).stale_range("memories")
 
-    def _sample(self, agent: str | None, n: int, dim: int, seed: str) -> tuple[list[int], np.ndarray]:
-        """Up to n random memories of `agent` (None = all) embedded by the active model."""
+    def _sample(self, agent: str | None, n: int, dim: int, seed: str) -> tuple[list[int], np.ndarray, int]:
+        """Up to n random memories of `agent` (None = all) embedded by the active model, and
+        how many such memories there are."""
         with self.db.read() as s:
             ids = s.vectors.embedded_memory_ids(dim, self._stale(), agent)
+            total = len(ids)
             if len(ids) > n:
                 ids = sorted(random.Random(f"{seed}:{len(ids)}").sample(ids, n))
             vectors = _decode(s.vectors.memory_blobs(ids))
         keep = [i for i in ids if i in vectors]
-        return keep, (np.stack([vectors[i] for i in keep]) if keep else np.zeros((0, dim), np.float32))
+        return keep, (np.stack([vectors[i] for i in keep]) if keep else np.zeros((0, dim), np.float32)), total
 
     def _newest(self, agent: str | None, n: int, dim: int) -> tuple[np.ndarray, list[datetime]]:
         """The n embedded rows with the greatest timestamp, sorted by time."""
@@ -126,11 +128,12 @@ class Calibration(CalibrationState):
             return self._fail(req, "the embedding dimension is not known yet (the backend has not answered); retry "
                                    "shortly")
         agent = req.agent_id or None
-        ids, vectors = self._sample(agent, req.sample_size, dim, f"{req.agent_id}")
+        ids, vectors, total = self._sample(agent, req.sample_size, dim, f"{req.agent_id}")
         if len(ids) < MIN_EMBEDDINGS:
             return self._fail(req, f"need at least {MIN_EMBEDDINGS} embeddings of the active model ({dim}-d), found "
                                    f"{len(ids)}", sampled_embeddings=len(ids))
         out, threshold, temporal_ok = self._vector_threshold(req, ids, vectors, dim)
+        self._note_rows(req, total)
         if agent and self.settings.fused_gate_enabled:
             self._apply_fused(req.agent_id, threshold, temporal_ok, dim, out)
         if persist:
@@ -182,7 +185,10 @@ class Calibration(CalibrationState):
             self.global_threshold if self.global_threshold is not None else s.vector_min_similarity)
         out.update(distribution=summary(null), null_admit_rate=rounded(float((null >= threshold).mean())),
                    old_threshold=rounded(old), new_threshold=threshold)
+        sd = float(null.std())
+        z = (threshold - float(null.mean())) / sd if sd > 0 else None
         with self._lock:
+            _put(self.cosine_z, req.agent_id or growth.GLOBAL, z)
             if agent:
                 self.thresholds[req.agent_id] = threshold
                 self.failures.pop(req.agent_id, None)
@@ -192,6 +198,17 @@ class Calibration(CalibrationState):
             self.fingerprint = fp
             self.calibrated_at = datetime.now(UTC).isoformat()
         return out, threshold, temporal_ok
+
+    def _note_rows(self, req: Request, total: int) -> None:
+        """Remember the rows a default-request calibration was measured on (the server
+        measures it again once they double: calibration/growth.py); a calibration with the
+        caller's own arguments is left as the caller made it."""
+        key = req.agent_id or growth.GLOBAL
+        with self._lock:
+            if req == parse_request(self.settings, req.agent_id):
+                self.calibrated_rows[key] = total
+            else:
+                self.calibrated_rows.pop(key, None)
 
     def _apply_fused(self, agent_id: str, threshold: float, temporal_ok: bool, dim: int, out: dict[str, Any]) -> None:
         result = self._fused_gate(agent_id, threshold, temporal_ok, dim)
@@ -229,6 +246,22 @@ class Calibration(CalibrationState):
         if dropped and not self.pause.active():
             self.persist()
         return dropped
+
+    def status(self, agent_id: str) -> dict[str, Any]:
+        """CalibrationState.status plus `follows_corpus`: the agent's embedded rows now, the
+        rows its calibration was measured on (None: not calibrated by the server, or with
+        the caller's own arguments) and whether the server is about to calibrate it again
+        (calibration/growth.py; only while it calibrates by itself)."""
+        out = super().status(agent_id)
+        dim = self.dim()
+        rows = startup.counts(self, dim).get(agent_id, 0) if dim is not None else 0
+        auto = self.settings.calibrate_on_model_change or self.settings.auto_calibrate
+        with self._lock:
+            measured = self.calibrated_rows.get(agent_id)
+        out["follows_corpus"] = {"enabled": auto, "rows": rows, "calibrated_rows": measured,
+                                 "min_rows": self.settings.calibrate_min_rows,
+                                 "due": auto and bool({agent_id, growth.GLOBAL} & set(startup.due(self)))}
+        return out
 
     # --------------------------------------------------------------- startup
     def start(self) -> None:

@@ -46,7 +46,11 @@ THRESHOLD_RANGE = (-1.0, 1.0)
 BETA_RANGE = (1e-9, 100.0)
 MAX_DIM = 65536
 
-_MAPS = ("agent_thresholds", "agent_fused_gates", "agent_betas")
+_MAPS = ("agent_thresholds", "agent_fused_gates", "agent_betas", "calibrated_rows", "cosine_z")
+#: Rows a calibration was measured on (calibration/growth.py): a count.
+ROWS_RANGE = (0.0, 1e12)
+#: A threshold's distance from the mean of random pairs, in their standard deviations.
+Z_RANGE = (-1000.0, 1000.0)
 _NUMBERS = ("global_threshold", "global_fused_gate")
 
 
@@ -78,7 +82,8 @@ def _ranges(data: dict[str, Any]) -> dict[str, tuple[float, float]]:
     gate = SIGNAL_RANGES.get(signal) if isinstance(signal, str) else None
     gate = gate or (min(r[0] for r in SIGNAL_RANGES.values()), max(r[1] for r in SIGNAL_RANGES.values()))
     return {"agent_thresholds": THRESHOLD_RANGE, "global_threshold": THRESHOLD_RANGE,
-            "agent_fused_gates": gate, "global_fused_gate": gate, "agent_betas": BETA_RANGE}
+            "agent_fused_gates": gate, "global_fused_gate": gate, "agent_betas": BETA_RANGE,
+            "calibrated_rows": ROWS_RANGE, "cosine_z": Z_RANGE}
 
 
 def _out_of_range(key: str, value: Any, bounds: tuple[float, float]) -> str:

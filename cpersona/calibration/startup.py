@@ -3,20 +3,23 @@ with an embedding backend).
 
 A fresh sidecar was already restored by `CalibrationState`. A stale, corrupt or lost one —
 or none at all on a corpus with vectors — triggers a recalibration of the global threshold
-and of every agent owning ≥ 10 memories embedded by the active model
-(CPERSONA_CALIBRATE_ON_MODEL_CHANGE, default on; CPERSONA_AUTO_CALIBRATE recalibrates at
-every start). Until it lands recall uses the heuristic gate and says so in its `gate`
-field; a failure is reported the same way, never swallowed.
+(when the store holds CPERSONA_CALIBRATE_MIN_ROWS embedded rows) and of every agent owning
+that many memories embedded by the active model (CPERSONA_CALIBRATE_ON_MODEL_CHANGE, default
+on; CPERSONA_AUTO_CALIBRATE recalibrates at every start). Until it lands recall uses the
+heuristic gate and says so in its `gate` field; a failure is reported the same way, never
+swallowed. Afterwards the same thread keeps the calibration in step with the corpus
+(calibration/growth.py) while either setting is on.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from cpersona.calibration.fused import MIN_EMBEDDINGS
+from cpersona.calibration import growth
 from cpersona.storage.meta import VectorState
 
 if TYPE_CHECKING:
@@ -60,25 +63,69 @@ def _revalidate(cal: Calibration) -> None:
 
 
 def run(cal: Calibration) -> None:
-    """The thread body: plan, then recalibrate what the plan says; progress in `cal.startup`."""
+    """The thread body: plan, then recalibrate what the plan says (progress in
+    `cal.startup`); then follow the corpus while the server calibrates by itself."""
     _revalidate(cal)
     action = plan(cal)
     cal.startup.action = action
-    if action in ("restored", "noop"):
-        if action == "noop" and cal.sidecar_state == "stale":
-            log.warning("%s; stale gates are not applied (CPERSONA_CALIBRATE_ON_MODEL_CHANGE=false)", cal.problem)
-        return
+    if action == "noop" and cal.sidecar_state == "stale":
+        log.warning("%s; stale gates are not applied (CPERSONA_CALIBRATE_ON_MODEL_CHANGE=false)", cal.problem)
+    if action not in ("restored", "noop"):
+        _guarded(cal, "startup calibration", lambda: _recalibrate(cal, action))
+        cal.startup.finished_at = datetime.now(UTC).isoformat()
+    if cal.settings.calibrate_on_model_change or cal.settings.auto_calibrate:
+        while not cal.stopping():
+            cal.wait(growth.WATCH_S)
+            if not cal.stopping():
+                _guarded(cal, "recalibration of a grown corpus", lambda: follow(cal))
+
+
+def _guarded(cal: Calibration, what: str, job: Callable[[], None]) -> None:
+    """Run `job` with `cal.startup.running` set; a failure is logged and kept in
+    `cal.startup.error` (shown by get_recall_precision and the recall notice)."""
     cal.startup.running = True
     try:
-        _recalibrate(cal, action)
+        job()
     except Exception as err:  # noqa: BLE001 — reported through status() and the recall notice
-        log.warning("startup calibration failed: %s", err)
-        cal.startup.error = f"{type(err).__name__}: {err}"
+        log.warning("%s failed: %s", what, err)
+        cal.startup.error = f"{what} failed: {type(err).__name__}: {err}"
         if cal.problem:
-            cal.problem += f"; recalibration at startup failed: {err}"
+            cal.problem += f"; {what} failed: {err}"
     finally:
         cal.startup.running = False
-        cal.startup.finished_at = datetime.now(UTC).isoformat()
+
+
+def counts(cal: Calibration, dim: int) -> dict[str, int]:
+    """Embedded rows of the active model per agent, and over all agents (`growth.GLOBAL`)."""
+    stale = (cal.vectors.current_state() or VectorState()).stale_range("memories")
+    with cal.db.read() as s:
+        per_agent = s.vectors.embedded_counts(dim, stale, 1)
+    return {growth.GLOBAL: sum(per_agent.values()), **per_agent}
+
+
+def due(cal: Calibration) -> list[str]:
+    """What the watch would calibrate now ([] while the vectors are being replaced, without
+    a dimension, or while writes are paused)."""
+    dim = cal.dim()
+    if dim is None or cal.current_fingerprint() is None or cal.pause.active():
+        return []
+    with cal._lock:
+        calibrated = set(cal.thresholds) | ({growth.GLOBAL} if cal.global_threshold is not None else set())
+        rows = dict(cal.calibrated_rows)
+    return growth.due(counts(cal, dim), rows, calibrated, cal.settings.calibrate_min_rows)
+
+
+def follow(cal: Calibration) -> None:
+    """Calibrate what `due` names — the global threshold first — and persist (unless paused)."""
+    keys = due(cal)
+    done = 0
+    for key in keys:
+        if cal.stopping():
+            return
+        done += bool(cal.calibrate(key, persist=False).get("ok"))
+    if keys and not cal.pause.active():
+        cal.startup.error = cal.persist()
+    cal.startup.grown += done
 
 
 def _recalibrate(cal: Calibration, action: str) -> None:
@@ -93,13 +140,13 @@ def _recalibrate(cal: Calibration, action: str) -> None:
     if cal.sidecar_state in ("stale", "corrupt") and cal.store is not None:
         loaded = cal.loaded
         cal.store.backup((loaded.data or {}).get("scoring_version") if loaded.status == "ok" else "corrupt")
-    stale = (cal.vectors.current_state() or VectorState()).stale_range("memories")
-    with cal.db.read() as s:
-        agents = s.vectors.agents_with_vectors(dim, stale, MIN_EMBEDDINGS)
-    if not agents:
-        cal.startup.action = "noop"
+    minimum = cal.settings.calibrate_min_rows
+    found = counts(cal, dim)
+    agents = sorted(a for a, n in found.items() if a != growth.GLOBAL and n >= minimum)
+    if not agents and found[growth.GLOBAL] < minimum:
+        cal.startup.action = "noop"  # too few rows yet: the watch calibrates them once they are there
         return
-    if action != "gate_calibrated":
+    if action != "gate_calibrated" and found[growth.GLOBAL] >= minimum:
         res = cal.calibrate("", persist=False)
         if not res.get("ok"):
             raise RuntimeError(res.get("error"))

@@ -29,12 +29,12 @@ from cpersona.storage import Database
 log = logging.getLogger(__name__)
 #: Fingerprint of the scoring functions the gates were measured with; bump on any change
 #: to fusion, penalties, confidence or the gate rules (a mismatch makes the sidecar stale).
-SCORING_VERSION = "cpersona-q7-coverage-neighbours"
+SCORING_VERSION = "cpersona-q8-answer-unit"
 
 
 def scoring_version(settings: Settings) -> str:
     """SCORING_VERSION plus the settings that change the scores the gates key on (fusion
-    mode, cc α, the neighbour weight), e.g. "cpersona-q7-coverage-neighbours/cc/alpha=auto/nb=auto":
+    mode, cc α, the neighbour weight), e.g. "cpersona-q8-answer-unit/cc/alpha=auto/nb=auto":
     changing any makes a sidecar stale."""
     alpha = "auto" if settings.cc_alpha is None else f"{settings.cc_alpha:g}"
     nb = "auto" if settings.neighbour_weight is None else f"{settings.neighbour_weight:g}"
@@ -62,6 +62,8 @@ class Startup:
     error: str = ""
     finished_at: str = ""
     agents: int = 0
+    #: calibrations made since the start because an agent's rows doubled (calibration/growth.py)
+    grown: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,10 @@ class CalibrationState:
         self.betas: dict[str, float] = {}
         self.signal: str | None = None
         self.global_fused_gate: float | None = None
+        #: rows each default-request calibration was measured on (agent, or growth.GLOBAL)
+        self.calibrated_rows: dict[str, int] = {}
+        #: each calibration's threshold in σ of its random pairs above their mean (gate.query_cosine_cut)
+        self.cosine_z: dict[str, float] = {}
         self.calibrated_at: str | None = None
         self.fingerprint: Fingerprint | None = None  # what the applied numbers were measured with
         self.failures: dict[str, str] = {}
@@ -169,6 +175,8 @@ class CalibrationState:
             self.gates = {a: float(v) for a, v in data.get("agent_fused_gates", {}).items()}
             self.signal = data.get("fused_gate_signal")
             self.global_fused_gate = data.get("global_fused_gate")
+            self.calibrated_rows = {a: int(v) for a, v in data.get("calibrated_rows", {}).items()}
+            self.cosine_z = {a: float(v) for a, v in data.get("cosine_z", {}).items()}
             self.calibrated_at = data.get("calibrated_at")
             self.fingerprint = Fingerprint(data.get("embedding_model"), data.get("embedding_dim"))
         self.startup.action = "restored"
@@ -229,6 +237,7 @@ class CalibrationState:
             fused_gate=gate if self.settings.fused_gate_enabled else None,
             signal=signal,
             cosine_min=threshold if calibrated else None,
+            cosine_z=self.cosine_z.get(agent_id) if calibrated else None,
             beta=beta,
             notice=self._notice(agent_id, calibrated, gate, failure, problem, running, signal),
         )
@@ -269,7 +278,7 @@ class CalibrationState:
         """Forget the agent's threshold, gate, β and failure; returns how many were held."""
         with self._lock:
             dropped = 0
-            for table in (self.thresholds, self.gates, self.betas, self.failures):
+            for table in (self.thresholds, self.gates, self.betas, self.failures, self.calibrated_rows, self.cosine_z):
                 if table.pop(agent_id, None) is not None:
                     dropped += 1
             self.removed.add(agent_id)
@@ -311,7 +320,8 @@ class CalibrationState:
                 "scoring_version": scoring_version(self.settings), "global_threshold": self.global_threshold,
                 "agent_thresholds": dict(self.thresholds), "global_fused_gate": self.global_fused_gate,
                 "agent_fused_gates": dict(self.gates), "fused_gate_signal": self.signal,
-                "agent_betas": dict(self.betas),
+                "agent_betas": dict(self.betas), "calibrated_rows": dict(self.calibrated_rows),
+                "cosine_z": dict(self.cosine_z),
                 "calibrated_at": datetime.now(UTC).isoformat(),
             }
             removed = set(self.removed)
@@ -320,7 +330,7 @@ class CalibrationState:
             current = self.store.load() if self.store is not None else sidecar.Loaded("absent")
         if current.status == "ok" and not self.stale_reason(current.data) and \
                 (current.data.get("embedding_model"), current.data.get("embedding_dim")) == (fp.model, fp.dim):
-            for key in ("agent_thresholds", "agent_fused_gates", "agent_betas"):
+            for key in ("agent_thresholds", "agent_fused_gates", "agent_betas", "calibrated_rows", "cosine_z"):
                 for agent, value in current.data.get(key, {}).items():
                     if key == "agent_betas" and agent in cleared:
                         continue

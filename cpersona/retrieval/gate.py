@@ -77,6 +77,8 @@ class AgentGate:
     fused_gate: float | None = None
     signal: str | None = None
     cosine_min: float | None = None
+    #: (threshold − mean) / std of the agent's unrelated pairs at calibration (None: not recorded)
+    cosine_z: float | None = None
     #: precision β of the agent (set_recall_precision; 1.0 = balanced): scales the answer bar.
     beta: float = 1.0
     notice: dict[str, Any] | None = None
@@ -117,11 +119,16 @@ def chance_maximum(n: int, mean: float, std: float) -> float | None:
 def answer_bar(vector_threshold: float, beta: float, vectors: bool = True,
                background: tuple[int, float] | None = None) -> tuple[float, float]:
     """(cosine, coverage): the units in which `Gate.answers` weighs a row's evidence. At
-    β = 1 (balanced): the agent's vector threshold and half of the query's word
-    information; the weight β/(1+β) of precision in an F-β trade-off scales both (strict
+    β = 1 (balanced): `vector_threshold` — the configured CPERSONA_VECTOR_MIN_SIMILARITY,
+    not an agent's calibrated threshold: calibration separates pairs of STORED rows (the
+    same session vs random pairs), whose cosines run higher than a question's to its answer
+    (LoCoMo's agents calibrate to 0.31–0.48; as this unit that emptied 61 of 1,536
+    answerable questions, 8 with the configured 0.3 — benchmarks/README.md, round 7) — and
+    half of the query's word information; the weight β/(1+β) of precision in an F-β trade-off scales both (strict
     β 2 → 2/3 of the words, 1.33 × the threshold; lenient β 0.5 → 1/3, 0.67 ×). Without a
     query vector (embeddings off or unreachable) the words must answer alone, at
-    `NO_VECTOR_SHARE` of that share (a fifth of the words at β 1).
+    `NO_VECTOR_SHARE` of that share (a fifth of the words at β 1). β (set_recall_precision)
+    moves this bar; the calibrated threshold moves which rows pass (`Gate.passes`).
 
     `background` = (n, σ) of the query's cosines over its scan window: beyond
     `POOL_SATURATION` rows the cosine unit rises by σ·(√(2 ln n) − √(2 ln 500)), the growth
@@ -134,6 +141,21 @@ def answer_bar(vector_threshold: float, beta: float, vectors: bool = True,
         n, sigma = background
         cosine += sigma * (math.sqrt(2 * math.log(n)) - math.sqrt(2 * math.log(POOL_SATURATION)))
     return cosine, share if vectors else share * NO_VECTOR_SHARE
+
+
+def query_cosine_cut(threshold: float | None, z: float | None, background: Any) -> float | None:
+    """The calibrated per-row cosine cut of one recall (`Gate.cosine_min`; None = uncalibrated).
+
+    Calibration places the agent's threshold between pairs of STORED rows of one session and
+    random pairs: z = (threshold − μ) / σ of the random pairs. A question's cosines to rows run
+    lower than rows' to each other (short text, another register), so the raw threshold cut
+    answers away (LoCoMo's agents calibrate to 0.31–0.48: −0.0065 NDCG@10 and one of the 20
+    long-haystack answers lost). The cut is placed as far into THIS query's cosines over its
+    scan window instead: μ_q + z·σ_q (`background`: WindowStats with mean, std). Without a
+    recorded z or a spread of the query's cosines: the raw threshold."""
+    if threshold is None or z is None or background is None or background.std <= 0:
+        return threshold
+    return background.mean + z * background.std
 
 
 def evidence_cosine(cand: Candidate) -> float | None:

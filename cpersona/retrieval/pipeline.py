@@ -232,15 +232,19 @@ def penalise(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> l
 
 
 def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
-    """The thresholds of this recall: pool heuristic, or the agent's calibrated gate."""
+    """The thresholds of this recall: pool heuristic, or the agent's calibrated gate. The
+    calibration decides which rows may be returned (`Gate.passes`: `gate.query_cosine_cut`),
+    not whether the recall answers at all: that bar keeps the configured unit
+    (`ctx.vector_threshold`, see gate.answer_bar)."""
     pool = _pool(ctx, req.scope)
     half = 0.5 if req.deep else 1.0
     bg = ctx.background
+    cosine_min = gate.query_cosine_cut(ctx.cosine_min, ctx.cosine_z, bg)
     background, chance_max = ((bg.n, bg.std), gate.chance_maximum(bg.n, bg.mean, bg.std)) if bg else (None, None)
     return gate.Gate(
         pool, gate.min_score(pool, req.deep), ctx.rrf_k, not req.query.strip(), tuple(gate.exact_needles(req.query)),
         fused_gate=None if ctx.fused_gate is None else ctx.fused_gate * half, gate_signal=ctx.gate_signal,
-        cosine_min=None if ctx.cosine_min is None else ctx.cosine_min * half, enabled=ctx.gate_enabled,
+        cosine_min=None if cosine_min is None else cosine_min * half, enabled=ctx.gate_enabled,
         answer=None if req.deep else gate.answer_bar(ctx.vector_threshold, ctx.beta, ctx.vectors, background),
         whole=req.query.strip().lower(), chance_max=chance_max, anchors=Anchors.of(req.query),
     )

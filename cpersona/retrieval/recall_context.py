@@ -48,6 +48,8 @@ class RecallContext:
     mode: str
     rrf_k: int
     window: int
+    #: the configured CPERSONA_VECTOR_MIN_SIMILARITY: the vector retriever's floor (× ½ outside
+    #: cascade) and the answer bar's cosine unit (gate.answer_bar); calibration moves `cosine_min`
     vector_threshold: float
     memory_index: VectorIndex | None
     episode_index: VectorIndex | None
@@ -71,6 +73,9 @@ class RecallContext:
     gate_signal: str | None = None
     cosine_min: float | None = None
     beta: float = 1.0
+    #: calibrated: the agent's separation point in standard deviations of its unrelated pairs
+    #: (gate.AgentGate.cosine_z); the per-row cosine cut is placed as far into THIS query's cosines
+    cosine_z: float | None = None
     confidence: confidence.ConfidenceParams | None = None
     inject_profiles: bool = True
     # outcome of the last `recall`: rescue flag and the rows returned (best first)
@@ -111,7 +116,7 @@ def make_context(settings: Settings, session: Session, indexes: dict[str, Vector
     s = settings
     return RecallContext(
         session=session, mode=s.recall_mode, rrf_k=s.rrf_k,
-        window=s.max_memories, vector_threshold=agent_gate.vector_threshold,
+        window=s.max_memories, vector_threshold=s.vector_min_similarity,
         memory_index=indexes["memories"] if indexes else None,
         episode_index=indexes["episodes"] if indexes else None,
         embed_query=embed_query, weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
@@ -120,7 +125,7 @@ def make_context(settings: Settings, session: Session, indexes: dict[str, Vector
         episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
         autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),
         gate_enabled=s.gate_enabled, fused_gate=agent_gate.fused_gate, gate_signal=agent_gate.signal,
-        cosine_min=agent_gate.cosine_min, beta=agent_gate.beta,
+        cosine_min=agent_gate.cosine_min, cosine_z=agent_gate.cosine_z, beta=agent_gate.beta,
         confidence=confidence.ConfidenceParams.from_settings(s) if s.confidence_enabled else None,
         inject_profiles=inject_profiles, pool_size=pool_size,
     )

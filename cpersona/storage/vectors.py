@@ -75,11 +75,11 @@ class VectorRepo:
               "AND timestamp != '' ORDER BY id"
         return self.conn.execute(sql, [*params, agent_id]).fetchall()
 
-    def agents_with_vectors(self, dim: int, stale: tuple[int, int], minimum: int) -> list[str]:
-        """Agents owning at least `minimum` memories embedded by the active model."""
+    def embedded_counts(self, dim: int, stale: tuple[int, int], minimum: int) -> dict[str, int]:
+        """agent → memories embedded by the active model, for agents owning at least `minimum`."""
         where, params = _embedded(dim, stale)
-        sql = f"SELECT agent_id FROM memories WHERE {where} GROUP BY agent_id HAVING COUNT(*) >= ? ORDER BY agent_id"
-        return [r[0] for r in self.conn.execute(sql, [*params, minimum])]
+        sql = f"SELECT agent_id, COUNT(*) FROM memories WHERE {where} GROUP BY agent_id HAVING COUNT(*) >= ?"
+        return {r[0]: r[1] for r in self.conn.execute(sql, [*params, minimum])}
 
     def memory_blobs(self, ids: list[int]) -> dict[int, bytes]:
         """id → stored vector bytes of the listed memories (rows without one are left out)."""

@@ -198,7 +198,7 @@ def test_the_stale_calibration_is_redone_on_the_start_that_changed_the_model(tmp
     first.close()
     sidecar = Path(str(db) + ".calibration.json")
     assert json.loads(sidecar.read_text())["embedding_model"] == "model-a"
-    second = engine(db, Hash384("model-b"), calibrate_on_model_change=True)
+    second = engine(db, Hash384("model-b"), calibrate_on_model_change=True, calibrate_min_rows=10)
     try:
         assert wait_until(lambda: second.calibration.startup.finished_at != "", timeout=90)
         assert second.calibration.startup.error == "" and second.calibration.startup.agents == 1

@@ -309,7 +309,7 @@ def test_vector_reads_and_writes(db):
         assert s.vectors.newest_memories(4, (0, 0), "a", 1) == [(b, "2024-01-02T00:00:00")]
         assert [r[:3] for r in s.vectors.dated_memories(4, (0, 0), "a")] == [(a, "alpha", "2024-01-01T00:00:00"),
                                                                             (b, "beta", "2024-01-02T00:00:00")]
-        assert s.vectors.agents_with_vectors(4, (0, 0), 2) == ["a"]
+        assert s.vectors.embedded_counts(4, (0, 0), 2) == {"a": 2}
         assert s.vectors.memory_blobs([a, c]) == {a: vec(1)}
         assert s.vectors.texts_in_range("memories", a, c, 5) == [(b, "beta"), (c, "gamma")]
         assert s.vectors.pending_row("memories", c)[0] == "gamma" and s.vectors.pending_row("memories", c)[5]

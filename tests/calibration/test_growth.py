@@ -1,0 +1,137 @@
+"""Calibration that follows the corpus (calibration/growth.py): the server calibrates an agent
+by itself only once it holds CPERSONA_CALIBRATE_MIN_ROWS embedded rows, measures it again
+each time those rows double, and leaves a calibration made with the caller's own arguments
+alone."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import pytest
+from cpersona.calibration import growth, sidecar, startup
+
+from conftest import wait_until
+from quality_helpers import make, session_corpus, store_rows
+
+G = growth.GLOBAL
+
+
+@pytest.mark.parametrize("counts, rows, calibrated, expected", [
+    ({G: 30, "a": 30}, {}, set(), []),                                   # below the minimum: heuristic
+    ({G: 60, "a": 60}, {}, set(), [G, "a"]),                             # global first
+    ({G: 60, "a": 60}, {G: 40, "a": 40}, {G, "a"}, []),                  # grown 1.5×: not yet
+    ({G: 80, "a": 80}, {G: 40, "a": 40}, {G, "a"}, [G, "a"]),            # doubled
+    ({G: 900, "a": 900}, {G: 12, "a": 12}, {G, "a"}, [G, "a"]),          # a tiny-sample calibration is redone
+    ({G: 90, "a": 90}, {G: 40}, {G, "a"}, [G]),                          # 'a' calibrated with its own arguments
+    ({G: 120, "a": 60, "b": 60}, {G: 60, "a": 60}, {G, "a"}, [G, "b"]),  # a new agent reaches the minimum
+])
+def test_due(counts, rows, calibrated, expected):
+    assert growth.due(counts, rows, calibrated, 50) == expected
+
+
+def _more_rows(n: int, start: str = "2026-03-01T09:00:00+00:00") -> list[tuple[str, str]]:
+    t0 = datetime.fromisoformat(start)
+    return [(f"garden diary {start[:10]} {i}: tomatoes basil watering shade compost",
+             (t0 + timedelta(minutes=2 * i)).isoformat()) for i in range(n)]
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "grow.db"
+
+
+def test_too_few_rows_stay_heuristic_at_start(db):
+    eng = make(db)
+    store_rows(eng, session_corpus()[:30])
+    eng.close()
+    live = make(db, calibrate_on_model_change=True, calibrate_min_rows=50)
+    try:
+        assert wait_until(lambda: live.calibration.startup.finished_at != "", timeout=60)
+        assert live.calibration.startup.action == "noop"
+        status = live.get_recall_precision("a")["calibration"]
+        assert status["state"] == "heuristic"
+        assert status["follows_corpus"] == {"enabled": True, "rows": 30, "calibrated_rows": None, "min_rows": 50,
+                                            "due": False}
+    finally:
+        live.close()
+
+
+def test_a_calibration_is_measured_again_once_its_rows_double(db):
+    eng = make(db)
+    store_rows(eng, session_corpus())  # 70 rows
+    eng.close()
+    live = make(db, calibrate_on_model_change=True, calibrate_min_rows=50)
+    try:
+        assert wait_until(lambda: live.calibration.startup.finished_at != "", timeout=60)
+        cal = live.calibration
+        assert cal.startup.action == "initial" and cal.calibrated_rows == {G: 70, "a": 70}
+        store_rows(live, _more_rows(40))  # 110 < 140: not yet
+        assert startup.due(cal) == [] and not live.get_recall_precision("a")["calibration"]["follows_corpus"]["due"]
+        store_rows(live, _more_rows(30, "2026-03-05T09:00:00+00:00"))  # 140 = 2 × 70
+        assert startup.due(cal) == [G, "a"]
+        assert live.get_recall_precision("a")["calibration"]["follows_corpus"]["due"] is True
+        startup.follow(cal)  # what the watch does every growth.WATCH_S seconds
+        assert cal.calibrated_rows == {G: 140, "a": 140} and cal.startup.grown == 2
+        saved = json.loads(sidecar.path_for(live.settings.db_file).read_text())
+        assert saved["calibrated_rows"] == {G: 140, "a": 140}
+        assert startup.due(cal) == []
+    finally:
+        live.close()
+
+
+def test_a_calibration_with_the_callers_own_arguments_is_left_alone(db):
+    eng = make(db, calibrate_min_rows=50)
+    try:
+        store_rows(eng, session_corpus())
+        res = eng.calibrate_threshold("a", method="percentile", percentile=0.9)
+        assert res["ok"] and "a" not in eng.calibration.calibrated_rows
+        threshold = eng.calibration.thresholds["a"]
+        store_rows(eng, _more_rows(200))
+        assert "a" not in startup.due(eng.calibration)
+        assert eng.calibration.thresholds["a"] == threshold
+        assert eng.calibrate_threshold("a")["ok"]  # the default request: followed from now on
+        assert eng.calibration.calibrated_rows["a"] == 270
+    finally:
+        eng.close()
+
+
+def test_row_counts_must_be_counts(tmp_path):
+    path = tmp_path / "x.calibration.json"
+    path.write_text(json.dumps({"calibrated_rows": {"a": -3}}))
+    loaded = sidecar.load(path)
+    assert loaded.status == "corrupt" and "calibrated_rows" in loaded.error
+    path.write_text(json.dumps({"calibrated_rows": {"a": 70, "": 90}}))
+    assert sidecar.load(path).status == "ok"
+
+
+def test_the_calibrated_cut_is_placed_in_the_querys_own_cosines():
+    from types import SimpleNamespace
+
+    from cpersona.retrieval.gate import query_cosine_cut
+
+    bg = SimpleNamespace(mean=0.10, std=0.05)
+    assert query_cosine_cut(0.45, 2.0, bg) == pytest.approx(0.20)  # μ_q + z·σ_q, not the stored-pair 0.45
+    assert query_cosine_cut(0.45, None, bg) == 0.45                 # no z recorded: the threshold as measured
+    assert query_cosine_cut(0.45, 2.0, None) == 0.45                # no vector background
+    assert query_cosine_cut(0.45, 2.0, SimpleNamespace(mean=0.1, std=0.0)) == 0.45
+    assert query_cosine_cut(None, 2.0, bg) is None                  # uncalibrated: the heuristic
+
+
+def test_a_calibration_records_its_z_and_restores_it(db):
+    eng = make(db)
+    try:
+        store_rows(eng, session_corpus())
+        res = eng.calibrate_threshold("a")
+        z = eng.calibration.cosine_z["a"]
+        mean, std = res["distribution"]["mean"], res["distribution"]["std"]
+        assert z == pytest.approx((res["new_threshold"] - mean) / std, abs=0.01)
+        assert eng.calibration.gate_for("a").cosine_z == z
+    finally:
+        eng.close()
+    again = make(db)
+    try:
+        assert again.calibration.gate_for("a").cosine_z == pytest.approx(z)
+        assert again.calibration.gate_for("b").cosine_z is None
+    finally:
+        again.close()

@@ -62,6 +62,7 @@ def _excluded(content: str, exclusions: list[str]) -> bool:
 def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate]]:
     """Stage 1: run every retriever; returns ordered channels name → best-first rows."""
     blank = not req.query.strip()
+    ctx.gates.clear()  # a gate reads what this stage sets (the vector background)
     fts = ctx.session.search.fts_enabled and not blank
     depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
     word_half = vector_half = None
@@ -232,7 +233,17 @@ def penalise(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> l
 
 
 def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
-    """The thresholds of this recall: pool heuristic, or the agent's calibrated gate."""
+    """The thresholds of this recall: pool heuristic, or the agent's calibrated gate. Built
+    once per recall and kind of request (`RecallContext.gates`): the neighbour turns' lender
+    bar and the gate itself are the same gate for a recall that is not deep."""
+    key = (req.query, req.deep, req.scope)
+    built = ctx.gates.get(key)
+    if built is None:
+        built = ctx.gates[key] = _build_gate(ctx, req)
+    return built
+
+
+def _build_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
     pool = _pool(ctx, req.scope)
     half = 0.5 if req.deep else 1.0
     bg = ctx.background

@@ -101,6 +101,9 @@ class RecallContext:
     unlisted: Unlisted = field(default_factory=Unlisted)
     #: cc's weight of the vector evidence used by this recall, set by `fuse` (None: not cc)
     alpha: float | None = None
+    #: the gates built for this recall by (query, deep, scope) — `pipeline.make_gate`; emptied by
+    #: `retrieve`, which sets what a gate reads (the vector background, whether vectors ran)
+    gates: dict[tuple[str, bool, Scope], gate.Gate] = field(default_factory=dict)
 
 
 def make_context(settings: Settings, session: Session, indexes: dict[str, VectorIndex] | None,

@@ -150,6 +150,25 @@ def word_tokens(text: str) -> list[str]:
     return _tokens(text, True, frozenset())
 
 
+@lru_cache(maxsize=65536)
+def _row_split(token: str) -> tuple[str, ...]:
+    """The tokens of one letter/digit run of a stored text (`_split` with unigrams); cached
+    like `_stem`: the words of a store recur row after row (SCALE 10k: 13k distinct runs
+    make up 1M), and the split is a function of the run alone."""
+    return tuple(_split(token, True))
+
+
+def word_token_set(text: str) -> frozenset[str]:
+    """The distinct word-index tokens of `text`: `frozenset(word_tokens(text))`, in ~⅔ of
+    its time (each run's split read from `_row_split`)."""
+    form = match_form(text).casefold()
+    out: set[str] = set()
+    for token in _TOKEN.findall(form):
+        out.update(_row_split(token))
+    out.update(_whole_forms(form))
+    return frozenset(out)
+
+
 def is_bigram(term: str) -> bool:
     """Whether `term` is a CJK/Hangul token (a bigram or single character of those scripts)."""
     return bool(_BIGRAM_RUN.fullmatch(term))
@@ -190,4 +209,4 @@ def spellings(query: str) -> dict[str, list[str]]:
 
 
 __all__ = ["canonical_forms", "index_form", "is_bigram", "is_function_kana", "match_form", "query_terms", "spellings",
-           "visible", "word_tokens"]
+           "visible", "word_token_set", "word_tokens"]

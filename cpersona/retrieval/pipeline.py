@@ -15,6 +15,7 @@ from typing import Any
 
 from cpersona.index.vector_index import WindowStats
 from cpersona.policy.validate import MAX_LIMIT
+from cpersona.retrieval import alternatives as alts
 from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring, separation
 from cpersona.retrieval import neighbours as turns
 from cpersona.retrieval.anchors import Anchors
@@ -207,7 +208,24 @@ def score_confidence(ctx: RecallContext, req: RecallRequest, rows: list[Candidat
 
 def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
     """Everything before the gate: retrieve → fuse → recency prior → word coverage →
-    penalise → neighbour turns (cc) → profiles → confidence."""
+    penalise → neighbour turns (cc) → [the same for each alternative the question names,
+    merged: retrieval/alternatives.py] → profiles → confidence."""
+    rows = _ranked(ctx, req)
+    subs = alts.split(req.query) if ctx.mode == "cc" and ctx.alternatives else []
+    if subs:
+        state = (ctx.words, ctx.vectors, ctx.background, ctx.unlisted, ctx.alpha, dict(ctx.trace), ctx.embed_query)
+        embed, whole = ctx.embed_query, req.query
+        ctx.embed_query = lambda _text: embed(whole)  # the whole question's vector: its meaning holds both
+        lists = [rows] + [_ranked(ctx, replace(req, query=sub)) for sub in subs]
+        ctx.words, ctx.vectors, ctx.background, ctx.unlisted, ctx.alpha, ctx.trace, ctx.embed_query = state
+        ctx.trace["alternatives"] = len(subs)
+        rows = alts.merge(lists, ctx.words)
+    rows = add_profiles(ctx, req, rows)
+    return score_confidence(ctx, req, rows)
+
+
+def _ranked(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
+    """retrieve → fuse → recency prior → word coverage → penalise → neighbour turns (cc)."""
     channels = retrieve(ctx, req)
     ctx.trace["channels"] = {name: len(found) for name, found in channels.items()}
     rows = fuse(ctx, req, channels)
@@ -215,9 +233,7 @@ def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
         rows = recency.apply(rows, req.query, ctx.recency_weight)
     if ctx.words is not None:
         lexical.cover(rows, ctx.words)
-    rows = spread(ctx, req, penalise(ctx, req, rows))
-    rows = add_profiles(ctx, req, rows)
-    return score_confidence(ctx, req, rows)
+    return spread(ctx, req, penalise(ctx, req, rows))
 
 
 def penalise(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:

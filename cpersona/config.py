@@ -129,6 +129,7 @@ class Settings(BaseModel):
                                            "score a row can take (retrieval/neighbours.py); unset = 1 − 2α, 0 = off.")
     keyword_ceiling: bool = Field(True, description="cc: a vector hit the keyword lists cut off scores their last "
                                   "row's bm25 × its coverage factor instead of 0 (retrieval/unlisted.py).")
+    split_alternatives: bool = Field(True, description="cc: a question '…, A or B?' is also asked per alternative.")
     rrf_k: int = Field(60, ge=1, le=100_000, description="The k of reciprocal rank fusion (Cormack et al. 2009).")
     vector_weight: float = Field(1.0, ge=0.0, le=100.0, description="Weight of the vector channel in rrf / rsf.")
     max_memories: int = Field(10000, ge=1, le=10_000_000,
@@ -157,8 +158,7 @@ class Settings(BaseModel):
     decay_floor: float = Field(0.3, ge=0.0, le=1.0, description="Confidence: smallest time decay.")
     decay_ceil: float = Field(0.5, ge=0.0, le=1.0, description="Confidence: largest floor a recall boost can reach.")
     recall_boost: float = Field(0.02, ge=0.0, le=10.0, description="Confidence: floor boost per ln(1 + recall_count).")
-    boost_decay_rate: float = Field(0.002, ge=0.0, le=100.0,
-                                    description="Confidence: boost fade per hour since recall.")
+    boost_decay_rate: float = Field(0.002, ge=0.0, le=100, description="Confidence: boost fade per hour since recall.")
     min_time_range_hours: float = Field(24.0, ge=0.0, le=1e7, description="Confidence: smallest corpus time span.")
     reference_hours: float = Field(168.0, ge=0.001, le=1e7,
                                    description="Confidence: span at which decay is not stretched.")

@@ -51,9 +51,21 @@ class _Partition:
     channels: np.ndarray = field(default_factory=lambda: np.zeros(_INITIAL_CAPACITY, np.int32))
     matrix: np.ndarray = field(init=False)  # (capacity, dim), allocated in __post_init__
     ordered: bool = True
+    #: row id → its position among rows [0, n): built when first asked, kept until the rows move
+    #: (`_compact`: a removal, a re-sort), extended by `append`. A recall looks up a few dozen
+    #: ids three times; `np.isin` over every row cost ~65 µs each time at 9k rows.
+    at: dict[int, int] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.matrix = np.zeros((_INITIAL_CAPACITY, self.dim), np.float32)
+
+    def positions(self, row_ids: list[int]) -> np.ndarray:
+        """The ascending positions of the listed ids among rows [0, n), each once; ids this
+        partition does not hold are skipped (= `np.flatnonzero(np.isin(ids[:n], row_ids))`)."""
+        if self.at is None:
+            self.at = dict(zip(self.ids[: self.n].tolist(), range(self.n)))
+        at = self.at
+        return np.array(sorted({at[i] for i in row_ids if i in at}), np.int64)
 
     def _grow(self) -> None:
         cap = len(self.ids) * 2
@@ -74,6 +86,8 @@ class _Partition:
         self.matrix[i] = vector
         self.keys.append(key)
         self.n += 1
+        if self.at is not None:
+            self.at[int(row_id)] = i
 
     def remove(self, row_id: int) -> bool:
         hits = np.flatnonzero(self.ids[: self.n] == row_id)
@@ -93,6 +107,7 @@ class _Partition:
         self.matrix[:m] = self.matrix[order]
         self.keys = [self.keys[j] for j in order]
         self.n = m
+        self.at = None
 
     def sort(self) -> None:
         if not self.ordered:
@@ -277,7 +292,9 @@ class VectorIndex:
                 part.sort()
                 rows = self._scope_rows(part, Scope(agent, scope.project_id, scope.channel), None)
                 in_scope = part.ids[rows]
-                for pos in np.flatnonzero(np.isin(in_scope, ids)).tolist():
+                held = part.positions(ids)  # ascending, as `rows` is: their places in `rows`
+                places = np.minimum(np.searchsorted(rows, held), max(len(rows) - 1, 0))
+                for pos in (places[rows[places] == held] if len(rows) else places[:0]).tolist():
                     lo, hi = max(pos - 1, 0), min(pos + 2, len(in_scope))
                     out[int(in_scope[pos])] = tuple(
                         int(in_scope[j]) for j in range(lo, hi)
@@ -301,7 +318,7 @@ class VectorIndex:
         with self._lock:
             for agent, ids in self._by_agent(row_ids).items():
                 part = self._parts[agent]
-                pos = np.flatnonzero(np.isin(part.ids[: part.n], ids))
+                pos = part.positions(ids)
                 scores = np.clip(part.matrix[pos] @ query, -1.0, 1.0)
                 found.update(zip(part.ids[pos].tolist(), scores.tolist()))
         return found

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from cpersona.retrieval.lexical import ASCII_RUN, token_set
 from cpersona.util.text import STOPWORDS
@@ -105,17 +106,21 @@ def names(query: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Anchors:
-    """The identifiers (as written, and as `spelling` patterns) and names ({term: as written})
-    of one query."""
+    """The identifiers (as written; `patterns`: as `spelling` patterns) and names ({term: as
+    written}) of one query."""
 
     idents: tuple[str, ...] = ()
-    patterns: tuple[re.Pattern[str], ...] = ()
     names: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, query: str) -> Anchors:
-        found = identifiers(query)
-        return cls(found, tuple(spelling(i) for i in found), tuple(names(query).items()))
+        return cls(identifiers(query), tuple(names(query).items()))
+
+    @cached_property
+    def patterns(self) -> tuple[re.Pattern[str], ...]:
+        """`spelling` of each identifier, compiled when first needed (a recall with an exact
+        match never asks: compiling a query's patterns cost ~0.1 ms per identifier)."""
+        return tuple(spelling(i) for i in self.idents)
 
     def idents_held(self, content: str) -> set[str]:
         """The identifiers (as written) that `content` holds."""

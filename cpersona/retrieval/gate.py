@@ -254,9 +254,18 @@ class Gate:
     def exact(self, cand: Candidate) -> bool:
         """The row contains a needle, or IS the query (a stored text is findable by itself,
         however short)."""
-        text = _folded(cand.content)
-        return any(_holds(text, n, bounded) for n, bounded in self._needles) or \
-            (bool(self.whole) and text.strip() == self.whole)
+        found = self._exact_rows.get(cand.content)
+        if found is None:
+            text = _folded(cand.content)
+            found = self._exact_rows[cand.content] = any(_holds(text, n, bounded) for n, bounded in self._needles) \
+                or (bool(self.whole) and text.strip() == self.whole)
+        return found
+
+    @cached_property
+    def _exact_rows(self) -> dict[str, bool]:
+        """Row text → whether it is an exact match (`exact`): the gate of one recall asks about
+        the same rows several times (lender bar, per-row gate, answer bar, autocut)."""
+        return {}
 
     @cached_property
     def _needles(self) -> tuple[tuple[str, bool], ...]:

@@ -38,7 +38,7 @@ from cpersona.retrieval import recency, term_stats, word_prior
 from cpersona.retrieval.candidate import Candidate
 from cpersona.storage import Session
 from cpersona.util.text import match_expression
-from cpersona.util.words import is_bigram, query_terms, spellings, word_tokens
+from cpersona.util.words import is_bigram, query_terms, spellings, word_token_set
 
 WORDS = "memories_words"
 
@@ -137,7 +137,7 @@ def word_hits(session: Session, wq: WordQuery, run: Callable[[str], list]) -> li
 @lru_cache(maxsize=8192)
 def token_set(content: str) -> frozenset[str]:
     """The word-index tokens of a stored text (cached: the same rows come back recall after recall)."""
-    return frozenset(word_tokens(content))
+    return word_token_set(content)
 
 
 def cover(rows: list[Candidate], wq: WordQuery) -> None:

@@ -88,7 +88,8 @@ def spread(rows: list[Candidate], w: float, top: int, session: Session, index: V
     settle(added)
     base = {i: c.cc or 0.0 for i, c in have.items()}
     lent: dict[int, float] = {}
-    lender = {i for i, c in have.items() if lends(c)}
+    judged = {i for head, ids in near.items() for i in (head, *ids) if i in base}  # the only rows that may lend
+    lender = {i for i in judged if lends(have[i])}
     for head, ids in near.items():
         for n in (i for i in ids if i in base):
             if head in lender:

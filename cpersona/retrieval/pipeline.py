@@ -15,6 +15,7 @@ from typing import Any
 
 from cpersona.index.vector_index import WindowStats
 from cpersona.policy.validate import MAX_LIMIT
+from cpersona.retrieval import alternatives as alts
 from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring, separation
 from cpersona.retrieval import neighbours as turns
 from cpersona.retrieval.anchors import Anchors
@@ -62,6 +63,7 @@ def _excluded(content: str, exclusions: list[str]) -> bool:
 def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate]]:
     """Stage 1: run every retriever; returns ordered channels name → best-first rows."""
     blank = not req.query.strip()
+    ctx.gates.clear()  # a gate reads what this stage sets (the vector background)
     fts = ctx.session.search.fts_enabled and not blank
     depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
     word_half = vector_half = None
@@ -206,7 +208,24 @@ def score_confidence(ctx: RecallContext, req: RecallRequest, rows: list[Candidat
 
 def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
     """Everything before the gate: retrieve → fuse → recency prior → word coverage →
-    penalise → neighbour turns (cc) → profiles → confidence."""
+    penalise → neighbour turns (cc) → [the same for each alternative the question names,
+    merged: retrieval/alternatives.py] → profiles → confidence."""
+    rows = _ranked(ctx, req)
+    subs = alts.split(req.query) if ctx.mode == "cc" and ctx.alternatives else []
+    if subs:
+        state = (ctx.words, ctx.vectors, ctx.background, ctx.unlisted, ctx.alpha, dict(ctx.trace), ctx.embed_query)
+        embed, whole = ctx.embed_query, req.query
+        ctx.embed_query = lambda _text: embed(whole)  # the whole question's vector: its meaning holds both
+        lists = [rows] + [_ranked(ctx, replace(req, query=sub)) for sub in subs]
+        ctx.words, ctx.vectors, ctx.background, ctx.unlisted, ctx.alpha, ctx.trace, ctx.embed_query = state
+        ctx.trace["alternatives"] = len(subs)
+        rows = alts.merge(lists, ctx.words)
+    rows = add_profiles(ctx, req, rows)
+    return score_confidence(ctx, req, rows)
+
+
+def _ranked(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
+    """retrieve → fuse → recency prior → word coverage → penalise → neighbour turns (cc)."""
     channels = retrieve(ctx, req)
     ctx.trace["channels"] = {name: len(found) for name, found in channels.items()}
     rows = fuse(ctx, req, channels)
@@ -214,9 +233,7 @@ def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
         rows = recency.apply(rows, req.query, ctx.recency_weight)
     if ctx.words is not None:
         lexical.cover(rows, ctx.words)
-    rows = spread(ctx, req, penalise(ctx, req, rows))
-    rows = add_profiles(ctx, req, rows)
-    return score_confidence(ctx, req, rows)
+    return spread(ctx, req, penalise(ctx, req, rows))
 
 
 def penalise(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
@@ -232,10 +249,20 @@ def penalise(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> l
 
 
 def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
-    """The thresholds of this recall: pool heuristic, or the agent's calibrated gate. The
-    calibration decides which rows may be returned (`Gate.passes`: `gate.query_cosine_cut`),
-    not whether the recall answers at all: that bar keeps the configured unit
-    (`ctx.vector_threshold`, see gate.answer_bar)."""
+    """The thresholds of this recall: pool heuristic, or the agent's calibrated gate. Built
+    once per recall and kind of request (`RecallContext.gates`): the neighbour turns' lender
+    bar and the gate itself are the same gate for a recall that is not deep."""
+    key = (req.query, req.deep, req.scope)
+    built = ctx.gates.get(key)
+    if built is None:
+        built = ctx.gates[key] = _build_gate(ctx, req)
+    return built
+
+
+def _build_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
+    """The calibration decides which rows may be returned (`Gate.passes`:
+    `gate.query_cosine_cut`), not whether the recall answers at all: that bar keeps the
+    configured unit (`ctx.vector_threshold`, see gate.answer_bar)."""
     pool = _pool(ctx, req.scope)
     half = 0.5 if req.deep else 1.0
     bg = ctx.background

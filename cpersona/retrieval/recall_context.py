@@ -106,6 +106,11 @@ class RecallContext:
     unlisted: Unlisted = field(default_factory=Unlisted)
     #: cc's weight of the vector evidence used by this recall, set by `fuse` (None: not cc)
     alpha: float | None = None
+    #: the gates built for this recall by (query, deep, scope) — `pipeline.make_gate`; emptied by
+    #: `retrieve`, which sets what a gate reads (the vector background, whether vectors ran)
+    gates: dict[tuple[str, bool, Scope], gate.Gate] = field(default_factory=dict)
+    #: cc: a question naming alternatives is also asked once per alternative (retrieval/alternatives.py)
+    alternatives: bool = True
 
 
 def make_context(settings: Settings, session: Session, indexes: dict[str, VectorIndex] | None,
@@ -121,6 +126,7 @@ def make_context(settings: Settings, session: Session, indexes: dict[str, Vector
         episode_index=indexes["episodes"] if indexes else None,
         embed_query=embed_query, weights={"vector": s.vector_weight}, cc_alpha=s.cc_alpha,
         recency_weight=s.recency_weight, neighbour_weight=s.neighbour_weight, keyword_ceiling=s.keyword_ceiling,
+        alternatives=s.split_alternatives,
         session_gap_s=60.0 * s.calibrate_temporal_window_min,
         episode_penalty=(s.episode_penalty_enabled, s.episode_decay_rate, s.episode_decay_floor),
         autocut=(s.autocut_enabled, s.autocut_min_results, s.autocut_min_gap_ratio),

@@ -150,6 +150,31 @@ def word_tokens(text: str) -> list[str]:
     return _tokens(text, True, frozenset())
 
 
+#: Runs of a stored text up to this many characters have their split cached (`_row_split`):
+#: words recur row after row, long CJK runs (whole clauses) rarely do, and each entry stays
+#: small (≤ 31 tokens).
+CACHED_RUN = 16
+
+
+@lru_cache(maxsize=16384)
+def _row_split(token: str) -> tuple[str, ...]:
+    """The tokens of one letter/digit run of a stored text (`_split` with unigrams), for runs
+    of at most `CACHED_RUN` characters; cached like `_stem`: the split is a function of the run
+    alone, and SCALE's 10k rows hold 1M runs but only 8.9k distinct short ones (~4 MB)."""
+    return tuple(_split(token, True))
+
+
+def word_token_set(text: str) -> frozenset[str]:
+    """The distinct word-index tokens of `text`: `frozenset(word_tokens(text))` in ~¾ of its
+    time (short runs' splits read from `_row_split`)."""
+    form = match_form(text).casefold()
+    out: set[str] = set()
+    for token in _TOKEN.findall(form):
+        out.update(_row_split(token) if len(token) <= CACHED_RUN else _split(token, True))
+    out.update(_whole_forms(form))
+    return frozenset(out)
+
+
 def is_bigram(term: str) -> bool:
     """Whether `term` is a CJK/Hangul token (a bigram or single character of those scripts)."""
     return bool(_BIGRAM_RUN.fullmatch(term))
@@ -190,4 +215,4 @@ def spellings(query: str) -> dict[str, list[str]]:
 
 
 __all__ = ["canonical_forms", "index_form", "is_bigram", "is_function_kana", "match_form", "query_terms", "spellings",
-           "visible", "word_tokens"]
+           "visible", "word_token_set", "word_tokens"]

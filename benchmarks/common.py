@@ -239,21 +239,30 @@ async def wait_embedding_ready(server: McpServer, timeout_s: float = 180.0) -> f
         await anyio.sleep(0.25)
 
 
-async def wait_calibration_settled(server: McpServer, agent_id: str, timeout_s: float = 900.0) -> float:
-    """Poll `get_recall_precision` until the server's startup calibration is no longer
-    running (it recalibrates every agent in a background thread when the calibration file
-    is missing or stale — e.g. a database copied without it — and recalls timed meanwhile
-    share the CPU with it). Returns the seconds waited; raises TimeoutError."""
+async def wait_calibration_settled(server: McpServer, agent_ids: str | list[str], timeout_s: float = 900.0) -> float:
+    """Poll `get_recall_precision` until the server's own calibration has caught up: not
+    running, and no agent of `agent_ids` due for one (`follows_corpus.due`: it holds
+    CPERSONA_CALIBRATE_MIN_ROWS embedded rows and no calibration, or twice the rows its
+    calibration measured — the server's watch calibrates it within ~15 s). A store just
+    filled, or a database copied without its calibration file, is calibrated in a
+    background thread, and recalls timed or scored meanwhile would see a moving gate and share
+    the CPU with it. Returns the seconds waited; raises TimeoutError."""
     import anyio
 
+    agents = [agent_ids] if isinstance(agent_ids, str) else list(agent_ids)
     started = time.perf_counter()
     while True:
-        payload, _ = await server.call("get_recall_precision", {"agent_id": agent_id})
-        if not ((payload.get("calibration") or {}).get("startup") or {}).get("running"):
+        busy = []
+        for agent in agents:
+            payload, _ = await server.call("get_recall_precision", {"agent_id": agent})
+            cal = payload.get("calibration") or {}
+            if (cal.get("startup") or {}).get("running") or (cal.get("follows_corpus") or {}).get("due"):
+                busy.append(agent)
+        if not busy:
             return time.perf_counter() - started
         if time.perf_counter() - started > timeout_s:
-            raise TimeoutError(f"startup calibration still running after {timeout_s:.0f}s")
-        await anyio.sleep(0.5)
+            raise TimeoutError(f"calibration not settled after {timeout_s:.0f}s (agents {busy[:5]})")
+        await anyio.sleep(1.0)
 
 
 def count_unembedded(db_path: Path | str) -> tuple[int, int]:

@@ -12,7 +12,9 @@ agent_id, and scores the ranking (the response REVERSED: the server lists worst 
 
 All calls are sequential (a measurement, not a load test). With `--embedding local` the
 run waits until the bundled model answers before storing, and until every stored row has
-a vector (read-only count of `embedding IS NULL` in the DB) before recalling.
+a vector (read-only count of `embedding IS NULL` in the DB), then until the server's own
+calibration has caught up with the store (`common.wait_calibration_settled`: no agent due
+for one — the state of a server that has kept up with its memories) before recalling.
 `--embedding http` uses CPERSONA_EMBEDDING_URL when set, else the deterministic fake
 /embed server (plumbing check only — its vectors say nothing about quality).
 
@@ -22,8 +24,8 @@ Usage::
         [--limit 10] [--max-queries N] [--data DIR] [--out PATH] [--keep-db]
         [--calibrate] [--no-gate] [--db-url postgresql://…]
 
-`--calibrate` calls calibrate_threshold for every agent after storing (the quality gate of
-a deployed server is calibrated from its corpus); `--no-gate` runs the server with
+`--calibrate` calls calibrate_threshold for every agent after storing instead of waiting for
+the server to calibrate them by itself; `--no-gate` runs the server with
 CPERSONA_GATE_ENABLED=false; `--db-url` stores into a fresh schema of that PostgreSQL server
 (dropped afterwards) instead of a SQLite file — compare the two runs' JSON with
 benchmarks/compare.py for the side-by-side NDCG@10. Also reported: how many queries whose answer text is stored
@@ -162,6 +164,11 @@ async def run_on(args: argparse.Namespace, workdir: Path, db: Path | str) -> dic
             result["db_rows"] = {"memories": total, "embedding_null": null}
             if args.calibrate:
                 result["calibration"] = await calibrate_agents(server, sorted({m["agent_id"] for m in data.memories}))
+            elif args.embedding != "none":  # the state of a server that has kept up with its store
+                waited = await common.wait_calibration_settled(server, sorted({m["agent_id"] for m in data.memories}),
+                                                               args.backfill_timeout)
+                result["calibration_wait_s"] = round(waited, 1)
+                common.log(f"the server's own calibration settled after {waited:.1f}s")
 
             await common.warm_up(server, queries[0]["agent_id"] if queries else common.PROBE_AGENT)
             rec = await common.recall_queries(server, queries, args.limit, store.rows)

@@ -49,6 +49,9 @@ from cpersona.util.time import parse_ts
 MIN_EMBEDDINGS = fused.MIN_EMBEDDINGS
 MIN_SESSIONS = 3
 MIN_POSITIVE_PAIRS = 10
+#: calibrate_threshold's note in cc mode (state.CalibrationState.fused_signal says why).
+CC_NOTE = ("recall mode cc gates each row on its own cosine (against this threshold, placed in each question's "
+           "cosines) and its share of the question's words; it has no fused gate")
 
 
 class Calibration(CalibrationState):
@@ -68,6 +71,8 @@ class Calibration(CalibrationState):
         self.pause = pause
         self._run_lock = threading.Lock()
         self._stop = threading.Event()
+        #: set once the startup guard has done what its plan said (the watch goes on after it)
+        self.startup_done = threading.Event()
         self._thread: threading.Thread | None = None
 
     # --------------------------------------------------------------- sampling
@@ -134,7 +139,9 @@ class Calibration(CalibrationState):
                                    f"{len(ids)}", sampled_embeddings=len(ids))
         out, threshold, temporal_ok = self._vector_threshold(req, ids, vectors, dim)
         self._note_rows(req, total)
-        if agent and self.settings.fused_gate_enabled:
+        if agent and self.settings.fused_gate_enabled and self.active_signal() == "cc":
+            out.update(fused_gate=None, fused_gate_note=CC_NOTE)
+        elif agent and self.settings.fused_gate_enabled:
             self._apply_fused(req.agent_id, threshold, temporal_ok, dim, out)
         if persist:
             error = self.persist()

@@ -39,7 +39,7 @@ def plan(cal: Calibration) -> str:
     s = cal.settings
     state = cal.sidecar_state
     if state == "ok" and not s.auto_calibrate:
-        if s.fused_gate_enabled and cal.thresholds and cal.signal != cal.active_signal():
+        if s.fused_gate_enabled and cal.thresholds and cal.fused_signal() not in (None, cal.signal):
             return "gate_calibrated"
         return "restored"
     changed = state in ("absent", "lost", "corrupt", "stale")
@@ -73,6 +73,7 @@ def run(cal: Calibration) -> None:
     if action not in ("restored", "noop"):
         _guarded(cal, "startup calibration", lambda: _recalibrate(cal, action))
         cal.startup.finished_at = datetime.now(UTC).isoformat()
+    cal.startup_done.set()
     if cal.settings.calibrate_on_model_change or cal.settings.auto_calibrate:
         while not cal.stopping():
             cal.wait(growth.WATCH_S)

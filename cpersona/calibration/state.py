@@ -124,6 +124,16 @@ class CalibrationState:
             return "confidence"
         return s.recall_mode if s.recall_mode in ("cc", "rsf", "rrf") else None
 
+    def fused_signal(self) -> str | None:
+        """The fused score a calibrated fused gate keys on: `active_signal`, except cc (and
+        cascade), which has none. cc mixes a RELATIVE keyword score (bm25 / the query's best
+        hit), no absolute evidence: a gate on it let rows through that neither their cosine
+        nor their words carried (on the long-haystack store nine more rows per question, at
+        chance-level cosines, one answer pushed out of the first ten — benchmarks/README.md,
+        round 7). A cc row is gated on its own cosine and word coverage (`gate.Gate.passes`)."""
+        signal = self.active_signal()
+        return None if signal == "cc" else signal
+
     def current_fingerprint(self) -> Fingerprint | None:
         """Identity of the stored vectors (the DB's record; the live one once reconciled)."""
         state = self.vectors.current_state()
@@ -225,7 +235,8 @@ class CalibrationState:
             fresh = self._fresh()
             calibrated = fresh and agent_id in self.thresholds
             signal = self.active_signal()
-            gate = self.gates.get(agent_id) if calibrated and self.signal == signal else None
+            fused = self.fused_signal()
+            gate = self.gates.get(agent_id) if calibrated and fused is not None and self.signal == fused else None
             failure = self.failures.get(agent_id)
             problem = self.problem
             if self.fingerprint is not None and not fresh:
@@ -239,7 +250,7 @@ class CalibrationState:
             cosine_min=threshold if calibrated else None,
             cosine_z=self.cosine_z.get(agent_id) if calibrated else None,
             beta=beta,
-            notice=self._notice(agent_id, calibrated, gate, failure, problem, running, signal),
+            notice=self._notice(agent_id, calibrated, gate, failure, problem, running, fused),
         )
 
     def _notice(self, agent_id: str, calibrated: bool, gate: float | None, failure: str | None, problem: str,

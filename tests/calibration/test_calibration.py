@@ -35,6 +35,7 @@ def engines():
 @pytest.fixture
 def factory(db, engines):
     def build(**overrides):
+        overrides.setdefault("recall_mode", "rsf")  # a fused gate is calibrated on rsf / rrf, not cc (test_cc_*)
         eng = make(db, **overrides)
         engines.append(eng)
         return eng
@@ -118,11 +119,11 @@ def test_separation_on_sessions_measures_threshold_weight_and_fused_gate(calibra
     assert res["proxy_source"] == "temporal" and res["youden_j"] > 0.5
     assert res["null_admit_rate"] < 0.2 and res["pos_admit_rate"] > 0.8
     fused = res["fused_gate"]
-    assert fused["signal"] == "cc" and fused["beta"] == 1.0 and len(fused["threshold_draws"]) == 5
+    assert fused["signal"] == "rsf" and fused["beta"] == 1.0 and len(fused["threshold_draws"]) == 5
     assert fused["pos_admit_rate"] >= fused["min_keep"] == 0.9
     trace = {}
     recall(eng, "telescope nebula", trace=trace)
-    assert trace["fused_gate"] == fused["threshold"] and trace["gate_signal"] == "cc"
+    assert trace["fused_gate"] == fused["threshold"] and trace["gate_signal"] == "rsf"
     status = eng.get_recall_precision("a")["calibration"]
     assert status["state"] == "calibrated" and status["vector_threshold"] == res["new_threshold"]
 
@@ -171,10 +172,10 @@ def test_sidecar_is_written_atomically_with_a_fingerprint(calibrated):
     eng, res = calibrated
     path = sidecar_path(eng)
     data = json.loads(path.read_text())
-    assert data["scoring_version"] == cal_state.scoring_version(eng.settings) == f"{cal_state.SCORING_VERSION}/cc/alpha=auto/nb=auto"
+    assert data["scoring_version"] == cal_state.scoring_version(eng.settings) == f"{cal_state.SCORING_VERSION}/rsf/alpha=auto/nb=auto"
     assert (data["embedding_model"], data["embedding_dim"]) == ("hash-512", 512)
     assert data["agent_thresholds"]["a"] == res["new_threshold"]
-    assert data["agent_fused_gates"]["a"] == res["fused_gate"]["threshold"] and data["fused_gate_signal"] == "cc"
+    assert data["agent_fused_gates"]["a"] == res["fused_gate"]["threshold"] and data["fused_gate_signal"] == "rsf"
     assert not list(path.parent.glob(path.name + ".tmp.*"))
     assert db_rows(eng.settings.db_file, "SELECT COUNT(*) FROM cpersona_meta WHERE key = 'calibration'")[0][0] == 1
     assert res["sidecar_persisted"] is True
@@ -416,7 +417,7 @@ def test_a_gate_kept_heuristic_is_reported_and_not_recalibrated_at_every_start(f
     eng.close()
     engines.remove(eng)
     again = factory(calibrate_on_model_change=True)
-    again.calibration._thread.join(30)
+    assert again.calibration.startup_done.wait(30)
     assert again.calibration.startup.action == "restored" and not again.calibration.startup.finished_at
 
 
@@ -437,3 +438,22 @@ def test_gate_rules_with_calibrated_thresholds():
     assert not rrf_vector.passes(cc_row(rrf=0.03, cosine=0.5)) and rrf_vector.passes(cc_row(rrf=0.03, cosine=0.61))
     assert not Gate(pool=49, min_score=0.2, rrf_k=60, blank_query=False, needles=()).passes(Candidate(PROFILE, -1, "p"))
     assert Gate(pool=49, min_score=0.2, rrf_k=60, blank_query=False, needles=(), enabled=False).passes(cc_row(cc=0.0))
+
+
+def test_cc_has_no_fused_gate_and_gates_rows_on_their_own_evidence(factory):
+    eng = factory(recall_mode="cc")
+    store_rows(eng, session_corpus())
+    res = eng.calibrate_threshold("a")
+    assert res["ok"] and res["fused_gate"] is None and "no fused gate" in res["fused_gate_note"]
+    assert "a" not in eng.calibration.gates and eng.calibration.signal is None
+    g = eng.calibration.gate_for("a")
+    assert g.cosine_min == res["new_threshold"] and g.fused_gate is None and g.notice is None
+    trace = {}
+    out = recall(eng, "telescope nebula", trace=trace)
+    assert "gate" not in out and trace["fused_gate"] is None and out["messages"]
+    strict = eng.set_recall_precision("a", "strict")
+    assert strict["ok"] and strict["beta"] == 2.0 and strict["fused_gate"] is None
+    eng.close()
+    again = factory(recall_mode="cc", calibrate_on_model_change=True)
+    assert again.calibration.startup_done.wait(30)
+    assert again.calibration.startup.action == "restored"  # no fused gate to calibrate at every start

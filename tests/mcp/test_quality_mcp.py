@@ -101,7 +101,8 @@ def test_calibration_over_mcp(first):
     r = first.result
     cal = r["calibrate"].data
     assert cal["ok"] is True and cal["proxy_source"] == "temporal" and cal["sidecar_persisted"] is True
-    assert cal["fused_gate"]["signal"] == "cc" and cal["embedding_model"] == "fake-hash-512"
+    assert cal["fused_gate"] is None and "no fused gate" in cal["fused_gate_note"]  # cc gates rows on their evidence
+    assert cal["embedding_model"] == "fake-hash-512" and cal["distribution"]["std"] > 0
     assert r["calibrate_few"].data["ok"] is False and "found 1" in r["calibrate_few"].data["error"]
     assert r["too_big"].data["ok"] is True  # clamped to CALIBRATE_MAX_SAMPLE, as the original clamps it
     assert r["bad_pct"].data["ok"] is False and r["bad_pct"].data["error"].startswith("percentile:")
@@ -111,8 +112,10 @@ def test_calibration_over_mcp(first):
 def test_precision_over_mcp(first):
     r = first.result
     assert r["precision0"].data["precision"] == "balanced" and r["precision0"].data["calibration"]["state"] == "calibrated"
+    follows = r["precision0"].data["calibration"]["follows_corpus"]
+    assert follows["enabled"] is True and follows["rows"] == 71 and follows["min_rows"] == 200
     strict = r["strict"].data
-    assert strict["ok"] and strict["beta"] == 2.0 and strict["fused_gate"]["beta"] == 2.0
+    assert strict["ok"] and strict["beta"] == 2.0 and strict["calibrate"]["ok"] is True
     assert r["precision1"].data["precision"] == "strict" and r["precision1"].data["overridden"] is True
 
 

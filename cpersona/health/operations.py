@@ -19,8 +19,6 @@ from cpersona.jobs.queued import Task
 STALE_TASK_SECONDS = 3600
 #: Operating-context summaries longer than this are sent on every MCP initialize.
 MAX_SUMMARY_CHARS = 3000
-#: Corpus size from which a missing calibration matters (memories with a vector).
-CALIBRATION_MIN_ROWS = 50
 CALIBRATION_MAX_AGE_DAYS = 90
 
 
@@ -119,7 +117,9 @@ def calibration_status(ctx: Context) -> dict[str, Any]:
         if ctx.s.integrity.has_table("cpersona_meta") and sidecar.recorded(ctx.s) is not None:
             return {"status": "lost", "hint": f"{path.name} is missing although this file was calibrated; restore it "
                     "with the database or call calibrate_threshold"}
-        return {"status": "never_calibrated" if embedded >= CALIBRATION_MIN_ROWS else "ok", "embedded": embedded}
+        # the server calibrates by itself from CPERSONA_CALIBRATE_MIN_ROWS (calibration/growth.py)
+        missing = embedded >= ctx.settings.calibrate_min_rows
+        return {"status": "never_calibrated" if missing else "ok", "embedded": embedded}
     if loaded.status == "corrupt":
         return {"status": "corrupt", "error": loaded.error}
     data = loaded.data

@@ -135,3 +135,14 @@ def test_a_calibration_records_its_z_and_restores_it(db):
         assert again.calibration.gate_for("b").cosine_z is None
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("minimum, status", [(50, "never_calibrated"), (100, "ok")])
+def test_the_health_check_expects_a_calibration_from_the_same_row_count(db, minimum, status):
+    eng = make(db, calibrate_min_rows=minimum)
+    try:
+        store_rows(eng, session_corpus())  # 70 embedded rows, no calibration file
+        result = eng.deep_check("a", checks=["calibration_staleness"])["results"]["calibration_staleness"]
+        assert result["status"] == status and result["embedded"] == 70
+    finally:
+        eng.close()

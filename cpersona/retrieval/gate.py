@@ -152,7 +152,10 @@ def query_cosine_cut(threshold: float | None, z: float | None, background: Any) 
     answers away (LoCoMo's agents calibrate to 0.31–0.48: −0.0065 NDCG@10 and one of the 20
     long-haystack answers lost). The cut is placed as far into THIS query's cosines over its
     scan window instead: μ_q + z·σ_q (`background`: WindowStats with mean, std). Without a
-    recorded z or a spread of the query's cosines: the raw threshold."""
+    recorded z or a spread of the query's cosines: the raw threshold. The caller never lets
+    the cut fall below the pool heuristic's (`min_score`): a question whose cosines all sit
+    near zero — an identifier such as `BILL-5003` — put it at ~0.05 and let chance-level rows
+    through (a new user's store: 3 rows → 10 once calibrated)."""
     if threshold is None or z is None or background is None or background.std <= 0:
         return threshold
     return background.mean + z * background.std

@@ -266,7 +266,8 @@ def _build_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
     pool = _pool(ctx, req.scope)
     half = 0.5 if req.deep else 1.0
     bg = ctx.background
-    cosine_min = gate.query_cosine_cut(ctx.cosine_min, ctx.cosine_z, bg)
+    cut = gate.query_cosine_cut(ctx.cosine_min, ctx.cosine_z, bg)
+    cosine_min = None if cut is None else max(cut, gate.min_score(pool))  # never below the heuristic's cut
     background, chance_max = ((bg.n, bg.std), gate.chance_maximum(bg.n, bg.mean, bg.std)) if bg else (None, None)
     return gate.Gate(
         pool, gate.min_score(pool, req.deep), ctx.rrf_k, not req.query.strip(), tuple(gate.exact_needles(req.query)),

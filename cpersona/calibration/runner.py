@@ -134,6 +134,10 @@ class Calibration(CalibrationState):
                                    "shortly")
         agent = req.agent_id or None
         ids, vectors, total = self._sample(agent, req.sample_size, dim, f"{req.agent_id}")
+        if len(ids) < MIN_EMBEDDINGS <= total:  # the caller's sample_size, not the store, is short
+            return {"ok": False, "error": f"sample_size: {req.sample_size} is below the {MIN_EMBEDDINGS} embeddings a "
+                    f"calibration needs (this scope has {total}); ask for at least {MIN_EMBEDDINGS} or leave it out",
+                    "agent_id": req.agent_id, "method": req.method, "sampled_embeddings": len(ids)}
         if len(ids) < MIN_EMBEDDINGS:
             return self._fail(req, f"need at least {MIN_EMBEDDINGS} embeddings of the active model ({dim}-d), found "
                                    f"{len(ids)}", sampled_embeddings=len(ids))

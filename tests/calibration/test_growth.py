@@ -146,3 +146,16 @@ def test_the_health_check_expects_a_calibration_from_the_same_row_count(db, mini
         assert result["status"] == status and result["embedded"] == 70
     finally:
         eng.close()
+
+
+def test_a_sample_size_below_ten_names_the_argument_and_keeps_the_calibration(db):
+    eng = make(db)
+    try:
+        store_rows(eng, session_corpus())
+        assert eng.calibrate_threshold("a")["ok"]
+        res = eng.calibrate_threshold("a", sample_size=5)
+        assert res["ok"] is False and res["error"].startswith("sample_size: 5 is below the 10") and "has 70" in res["error"]
+        status = eng.get_recall_precision("a")["calibration"]
+        assert status["state"] == "calibrated" and "notice" not in status  # nothing changed, nothing to fix
+    finally:
+        eng.close()

@@ -49,6 +49,8 @@ from cpersona.util.time import parse_ts
 MIN_EMBEDDINGS = fused.MIN_EMBEDDINGS
 MIN_SESSIONS = 3
 MIN_POSITIVE_PAIRS = 10
+#: The largest |z| recorded (sidecar.Z_RANGE bounds what a file may hold).
+Z_MAX = 100.0
 #: calibrate_threshold's note in cc mode (state.CalibrationState.fused_signal says why).
 CC_NOTE = ("recall mode cc gates each row on its own cosine (against this threshold, placed in each question's "
            "cosines) and its share of the question's words; it has no fused gate")
@@ -197,7 +199,8 @@ class Calibration(CalibrationState):
         out.update(distribution=summary(null), null_admit_rate=rounded(float((null >= threshold).mean())),
                    old_threshold=rounded(old), new_threshold=threshold)
         sd = float(null.std())
-        z = (threshold - float(null.mean())) / sd if sd > 0 else None
+        z = (threshold - float(null.mean())) / sd if sd > 1e-6 else None  # no spread: no z (the raw cut)
+        z = z if z is not None and abs(z) <= Z_MAX else None
         with self._lock:
             _put(self.cosine_z, req.agent_id or growth.GLOBAL, z)
             if agent:
@@ -252,10 +255,11 @@ class Calibration(CalibrationState):
     # ---------------------------------------------------------------- agents
     def forget_agent(self, agent_id: str) -> int:
         """Drop the agent's threshold, gate and β (delete_agent_data); persisted unless
-        paused. Returns how many entries were removed."""
-        dropped = self.drop_agent(agent_id)
-        if dropped and not self.pause.active():
-            self.persist()
+        paused; waits for a calibration running now. Returns how many entries were removed."""
+        with self._run_lock:  # a calibration of the agent running now would write it back afterwards
+            dropped = self.drop_agent(agent_id)
+            if dropped and not self.pause.active():
+                self.persist()
         return dropped
 
     def status(self, agent_id: str) -> dict[str, Any]:

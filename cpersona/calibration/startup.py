@@ -101,7 +101,7 @@ def counts(cal: Calibration, dim: int) -> dict[str, int]:
     stale = (cal.vectors.current_state() or VectorState()).stale_range("memories")
     with cal.db.read() as s:
         per_agent = s.vectors.embedded_counts(dim, stale, 1)
-    return {growth.GLOBAL: sum(per_agent.values()), **per_agent}
+    return {**per_agent, growth.GLOBAL: sum(per_agent.values())}  # an agent named "" is counted, not calibrated
 
 
 def due(cal: Calibration) -> list[str]:

@@ -345,9 +345,16 @@ class CalibrationState:
                 for agent, value in current.data.get(key, {}).items():
                     if key == "agent_betas" and agent in cleared:
                         continue
+                    if key in ("calibrated_rows", "cosine_z") and self._measured_here(agent, payload):
+                        continue  # this process measured it: an absent entry is deliberate (own arguments, no z)
                     if agent not in removed and agent not in payload[key]:
                         payload[key][agent] = value
         return payload
+
+    @staticmethod
+    def _measured_here(key: str, payload: dict[str, Any]) -> bool:
+        """Whether `payload` holds this process's threshold for `key` (an agent, or "" for the global one)."""
+        return payload["global_threshold"] is not None if key == "" else key in payload["agent_thresholds"]
 
     def persist(self) -> str:
         """Write the state to its store (the sidecar file, noted in the DB; or the shared

@@ -143,6 +143,13 @@ def answer_bar(vector_threshold: float, beta: float, vectors: bool = True,
     return cosine, share if vectors else share * NO_VECTOR_SHARE
 
 
+#: Fewest cosines in a question's scan window that can place the calibrated cut (`query_cosine_cut`):
+#: among n rows none lies more than (n − 1)/√n spreads above their mean, so in a scope of 2–4 rows a
+#: cut z ≈ 1.3 spreads up lay above every row and emptied answers the heuristic keeps (found by a
+#: break-it pass). 30 is where the sample mean and spread settle.
+CUT_MIN_WINDOW = 30
+
+
 def query_cosine_cut(threshold: float | None, z: float | None, background: Any) -> float | None:
     """The calibrated per-row cosine cut of one recall (`Gate.cosine_min`; None = uncalibrated).
 
@@ -152,12 +159,15 @@ def query_cosine_cut(threshold: float | None, z: float | None, background: Any) 
     answers away (LoCoMo's agents calibrate to 0.31–0.48: −0.0065 NDCG@10 and one of the 20
     long-haystack answers lost). The cut is placed as far into THIS query's cosines over its
     scan window instead: μ_q + z·σ_q (`background`: WindowStats with mean, std). Without a
-    recorded z or a spread of the query's cosines: the raw threshold. The caller never lets
+    recorded z or a spread of the query's cosines: the raw threshold; below `CUT_MIN_WINDOW`
+    cosines: None (the heuristic's cut). The caller never lets
     the cut fall below the pool heuristic's (`min_score`): a question whose cosines all sit
     near zero — an identifier such as `BILL-5003` — put it at ~0.05 and let chance-level rows
     through (a new user's store: 3 rows → 10 once calibrated)."""
     if threshold is None or z is None or background is None or background.std <= 0:
         return threshold
+    if background.n < CUT_MIN_WINDOW:
+        return None  # too few cosines to place it: the heuristic's cut (pool-size min_score)
     return background.mean + z * background.std
 
 

@@ -110,11 +110,13 @@ def test_the_calibrated_cut_is_placed_in_the_querys_own_cosines():
 
     from cpersona.retrieval.gate import query_cosine_cut
 
-    bg = SimpleNamespace(mean=0.10, std=0.05)
+    bg = SimpleNamespace(mean=0.10, std=0.05, n=400)
     assert query_cosine_cut(0.45, 2.0, bg) == pytest.approx(0.20)  # μ_q + z·σ_q, not the stored-pair 0.45
     assert query_cosine_cut(0.45, None, bg) == 0.45                 # no z recorded: the threshold as measured
     assert query_cosine_cut(0.45, 2.0, None) == 0.45                # no vector background
-    assert query_cosine_cut(0.45, 2.0, SimpleNamespace(mean=0.1, std=0.0)) == 0.45
+    assert query_cosine_cut(0.45, 2.0, SimpleNamespace(mean=0.1, std=0.0, n=400)) == 0.45
+    # a scope of a few rows cannot place it (none lies (n−1)/√n spreads above their mean): the heuristic's cut
+    assert query_cosine_cut(0.45, 2.0, SimpleNamespace(mean=0.1, std=0.05, n=3)) is None
     assert query_cosine_cut(None, 2.0, bg) is None                  # uncalibrated: the heuristic
 
 
@@ -157,5 +159,53 @@ def test_a_sample_size_below_ten_names_the_argument_and_keeps_the_calibration(db
         assert res["ok"] is False and res["error"].startswith("sample_size: 5 is below the 10") and "has 70" in res["error"]
         status = eng.get_recall_precision("a")["calibration"]
         assert status["state"] == "calibrated" and "notice" not in status  # nothing changed, nothing to fix
+    finally:
+        eng.close()
+
+
+def test_a_calibration_with_own_arguments_stays_so_after_a_restart(db):
+    eng = make(db)
+    try:
+        store_rows(eng, session_corpus())
+        assert eng.calibrate_threshold("a")["ok"] and eng.calibration.calibrated_rows["a"] == 70
+        assert eng.calibrate_threshold("a", method="percentile", percentile=0.99)["ok"]
+    finally:
+        eng.close()
+    saved = json.loads(sidecar.path_for(eng.settings.db_file).read_text())
+    assert "a" not in saved["calibrated_rows"]  # the file's earlier entry is not carried back in
+    again = make(db)
+    try:
+        assert "a" not in again.calibration.calibrated_rows
+    finally:
+        again.close()
+
+
+def test_forgetting_an_agent_waits_for_its_running_calibration(db):
+    import threading
+
+    eng = make(db)
+    try:
+        store_rows(eng, session_corpus())
+        assert eng.calibrate_threshold("a")["ok"]
+        cal = eng.calibration
+        with cal._run_lock:  # a calibration of 'a' is running
+            forget = threading.Thread(target=cal.forget_agent, args=("a",))
+            forget.start()
+            forget.join(0.3)
+            assert forget.is_alive()  # waits instead of being undone by the calibration's write
+            cal.thresholds["a"] = 0.5  # what the running calibration writes
+        forget.join(10)
+        assert "a" not in cal.thresholds and "a" not in cal.calibrated_rows
+    finally:
+        eng.close()
+
+
+def test_an_agent_named_empty_does_not_hide_the_global_count(db):
+    eng = make(db)
+    try:
+        store_rows(eng, session_corpus()[:12], agent="")
+        store_rows(eng, session_corpus()[12:24], agent="b")
+        dim = eng.calibration.dim()
+        assert startup.counts(eng.calibration, dim)[G] == 24
     finally:
         eng.close()

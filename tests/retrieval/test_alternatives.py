@@ -29,6 +29,7 @@ def test_an_alternatives_clause_splits_the_question(query, subs):
     "Was it a good month for Nate? Answer yes or no.",
     "Which came first, the bus OR the train?",  # OR is the keyword operator (lexical.WordQuery.groups)
     "Which came first, or not?",  # one alternative
+    "Which came first, " + " or ".join(f"thing {i}" for i in range(5)) + "?",  # more than MAX_ALTERNATIVES
     "",
 ])
 def test_other_questions_do_not_split(query):

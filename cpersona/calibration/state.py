@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cpersona.calibration import sidecar
+from cpersona.calibration import growth, sidecar
 from cpersona.calibration.ports import VectorSpace
 from cpersona.calibration.precision import global_beta
 from cpersona.calibration.stats import rounded
@@ -234,6 +234,9 @@ class CalibrationState:
         with self._lock:
             fresh = self._fresh()
             calibrated = fresh and agent_id in self.thresholds
+            # an agent without its own calibration uses the store's (the spec's agent → global → setting)
+            borrowed = fresh and not calibrated and self.global_threshold is not None
+            z = self.cosine_z.get(agent_id if calibrated else growth.GLOBAL) if calibrated or borrowed else None
             signal = self.active_signal()
             fused = self.fused_signal()
             gate = self.gates.get(agent_id) if calibrated and fused is not None and self.signal == fused else None
@@ -247,8 +250,8 @@ class CalibrationState:
             vector_threshold=threshold,
             fused_gate=gate if self.settings.fused_gate_enabled else None,
             signal=signal,
-            cosine_min=threshold if calibrated else None,
-            cosine_z=self.cosine_z.get(agent_id) if calibrated else None,
+            cosine_min=threshold if calibrated or borrowed else None,
+            cosine_z=z,
             beta=beta,
             notice=self._notice(agent_id, calibrated, gate, failure, problem, running, fused),
         )
@@ -273,7 +276,8 @@ class CalibrationState:
         g = self.gate_for(agent_id)
         with self._lock:
             out: dict[str, Any] = {
-                "state": "calibrated" if g.cosine_min is not None else "heuristic",
+                "state": "heuristic" if g.cosine_min is None else "calibrated" if agent_id in self.thresholds
+                else "global",
                 "vector_threshold": rounded(g.vector_threshold),
                 "fused_gate": rounded(g.fused_gate), "signal": self.signal if g.fused_gate is not None else None,
                 "sidecar": self.sidecar_state, "calibrated_at": self.calibrated_at,

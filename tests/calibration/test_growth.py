@@ -209,3 +209,19 @@ def test_an_agent_named_empty_does_not_hide_the_global_count(db):
         assert startup.counts(eng.calibration, dim)[G] == 24
     finally:
         eng.close()
+
+
+def test_an_agent_without_its_own_calibration_uses_the_stores(db):
+    eng = make(db)
+    try:
+        store_rows(eng, session_corpus(), agent="x")
+        store_rows(eng, session_corpus()[:20], agent="small")
+        assert eng.calibrate_threshold("")["ok"]
+        g = eng.calibration.gate_for("small")
+        assert g.cosine_min == eng.calibration.global_threshold and g.cosine_z == eng.calibration.cosine_z[G]
+        assert eng.get_recall_precision("small")["calibration"]["state"] == "global"
+        assert eng.calibrate_threshold("small")["ok"]  # its own, once it has one
+        assert eng.get_recall_precision("small")["calibration"]["state"] == "calibrated"
+        assert eng.calibration.gate_for("small").cosine_z == eng.calibration.cosine_z["small"]
+    finally:
+        eng.close()

@@ -4,6 +4,7 @@
   normalised JSONL format, deterministic query sub-sampling;
 * metrics (`metrics.py`, re-exported here): recall@k, MRR@10, NDCG@10, aggregation, percentiles;
 * MCP (`mcp_server.py`, re-exported here): `McpServer`, the real server over stdio;
+* plain-text tables (`tables.py`, re-exported here): `fmt`, `ms`, `print_table`;
 * the benchmark loops shared by both scripts: store a corpus, wait for the embeddings,
   recall every query and score it;
 * output: plain-text tables, progress lines on stderr, JSON results.
@@ -16,14 +17,13 @@ from __future__ import annotations
 
 import collections
 import json
-import math
 import os
 import platform
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,9 @@ from metrics import aggregate as aggregate
 from metrics import latency_summary as latency_summary
 from metrics import percentile as percentile
 from metrics import score_ranking as score_ranking
+from tables import fmt as fmt
+from tables import ms as ms
+from tables import print_table as print_table
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -355,28 +358,6 @@ async def warm_up(server: McpServer, agent_id: str, n: int = 3) -> None:
 
 
 # ------------------------------------------------------------------------- output
-def fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "-"
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], file=None) -> None:
-    """Aligned plain-text table (first column left-aligned, the rest right-aligned)."""
-    cells = [list(map(str, headers))] + [[fmt(c) if not isinstance(c, str) else c for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    out = file or sys.stdout
-    for n, row in enumerate(cells):
-        line = "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-        print(line.rstrip(), file=out)
-        if n == 0:
-            print("  ".join("-" * w for w in widths), file=out)
-
-
 def loadavg() -> list[float] | None:
     """1/5/15-minute load average (other work on the machine inflates latencies)."""
     try:
@@ -392,13 +373,6 @@ def busy_machine_note(load_at_start: list[float] | None) -> str:
         return (f"NOTE: load average was {load_at_start[0]} on {cpus} CPUs before the run: other processes "
                 "were busy, latencies are inflated")
     return ""
-
-
-def ms(value: float | None) -> str:
-    """Milliseconds for tables: 2 decimals below 10 ms, 1 above."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
 
 
 def machine_info() -> dict[str, Any]:

@@ -439,21 +439,3 @@ def test_gate_rules_with_calibrated_thresholds():
     assert not Gate(pool=49, min_score=0.2, rrf_k=60, blank_query=False, needles=()).passes(Candidate(PROFILE, -1, "p"))
     assert Gate(pool=49, min_score=0.2, rrf_k=60, blank_query=False, needles=(), enabled=False).passes(cc_row(cc=0.0))
 
-
-def test_cc_has_no_fused_gate_and_gates_rows_on_their_own_evidence(factory):
-    eng = factory(recall_mode="cc")
-    store_rows(eng, session_corpus())
-    res = eng.calibrate_threshold("a")
-    assert res["ok"] and res["fused_gate"] is None and "no fused gate" in res["fused_gate_note"]
-    assert "a" not in eng.calibration.gates and eng.calibration.signal is None
-    g = eng.calibration.gate_for("a")
-    assert g.cosine_min == res["new_threshold"] and g.fused_gate is None and g.notice is None
-    trace = {}
-    out = recall(eng, "telescope nebula", trace=trace)
-    assert "gate" not in out and trace["fused_gate"] is None and out["messages"]
-    strict = eng.set_recall_precision("a", "strict")
-    assert strict["ok"] and strict["beta"] == 2.0 and strict["fused_gate"] is None
-    eng.close()
-    again = factory(recall_mode="cc", calibrate_on_model_change=True)
-    assert again.calibration.startup_done.wait(30)
-    assert again.calibration.startup.action == "restored"  # no fused gate to calibrate at every start

@@ -1,7 +1,8 @@
 """Calibration that follows the corpus (calibration/growth.py): the server calibrates an agent
 by itself only once it holds CPERSONA_CALIBRATE_MIN_ROWS embedded rows, measures it again
 each time those rows double, and leaves a calibration made with the caller's own arguments
-alone."""
+alone; and how a calibration gates a row (its cut placed in the question's own cosines, an agent
+without one using the store's, recall mode cc without a fused gate)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from cpersona.calibration import growth, sidecar, startup
 
 from conftest import wait_until
-from quality_helpers import make, session_corpus, store_rows
+from quality_helpers import make, recall, session_corpus, store_rows
 
 G = growth.GLOBAL
 
@@ -225,3 +226,25 @@ def test_an_agent_without_its_own_calibration_uses_the_stores(db):
         assert eng.calibration.gate_for("small").cosine_z == eng.calibration.cosine_z["small"]
     finally:
         eng.close()
+
+
+def test_cc_has_no_fused_gate_and_gates_rows_on_their_own_evidence(db):
+    eng = make(db, recall_mode="cc")
+    store_rows(eng, session_corpus())
+    res = eng.calibrate_threshold("a")
+    assert res["ok"] and res["fused_gate"] is None and "no fused gate" in res["fused_gate_note"]
+    assert "a" not in eng.calibration.gates and eng.calibration.signal is None
+    g = eng.calibration.gate_for("a")
+    assert g.cosine_min == res["new_threshold"] and g.fused_gate is None and g.notice is None
+    trace = {}
+    out = recall(eng, "telescope nebula", trace=trace)
+    assert "gate" not in out and trace["fused_gate"] is None and out["messages"]
+    strict = eng.set_recall_precision("a", "strict")
+    assert strict["ok"] and strict["beta"] == 2.0 and strict["fused_gate"] is None
+    eng.close()
+    again = make(db, recall_mode="cc", calibrate_on_model_change=True)
+    try:
+        assert again.calibration.startup_done.wait(30)
+        assert again.calibration.startup.action == "restored"  # no fused gate to calibrate at every start
+    finally:
+        again.close()

@@ -269,13 +269,13 @@ class Calibration(CalibrationState):
         (calibration/growth.py; only while it calibrates by itself)."""
         out = super().status(agent_id)
         dim = self.dim()
-        rows = startup.counts(self, dim).get(agent_id, 0) if dim is not None else 0
+        found = startup.counts(self, dim) if dim is not None else {}  # one GROUP BY for both fields
         auto = self.settings.calibrate_on_model_change or self.settings.auto_calibrate
         with self._lock:
             measured = self.calibrated_rows.get(agent_id)
-        out["follows_corpus"] = {"enabled": auto, "rows": rows, "calibrated_rows": measured,
-                                 "min_rows": self.settings.calibrate_min_rows,
-                                 "due": auto and bool({agent_id, growth.GLOBAL} & set(startup.due(self)))}
+        due = auto and dim is not None and bool({agent_id, growth.GLOBAL} & set(startup.due(self, found)))
+        out["follows_corpus"] = {"enabled": auto, "rows": found.get(agent_id, 0), "calibrated_rows": measured,
+                                 "min_rows": self.settings.calibrate_min_rows, "due": due}
         return out
 
     # --------------------------------------------------------------- startup

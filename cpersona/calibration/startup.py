@@ -104,16 +104,17 @@ def counts(cal: Calibration, dim: int) -> dict[str, int]:
     return {**per_agent, growth.GLOBAL: sum(per_agent.values())}  # an agent named "" is counted, not calibrated
 
 
-def due(cal: Calibration) -> list[str]:
+def due(cal: Calibration, found: dict[str, int] | None = None) -> list[str]:
     """What the watch would calibrate now ([] while the vectors are being replaced, without
-    a dimension, or while writes are paused)."""
+    a dimension, or while writes are paused); `found`: `counts` when the caller has them."""
     dim = cal.dim()
     if dim is None or cal.current_fingerprint() is None or cal.pause.active():
         return []
     with cal._lock:
         calibrated = set(cal.thresholds) | ({growth.GLOBAL} if cal.global_threshold is not None else set())
         rows = dict(cal.calibrated_rows)
-    return growth.due(counts(cal, dim), rows, calibrated, cal.settings.calibrate_min_rows)
+    found = found if found is not None else counts(cal, dim)
+    return growth.due(found, rows, calibrated, cal.settings.calibrate_min_rows)
 
 
 def follow(cal: Calibration) -> None:

@@ -42,59 +42,63 @@ def db(tmp_path):
     return tmp_path / "grow.db"
 
 
-def test_too_few_rows_stay_heuristic_at_start(db):
-    eng = make(db)
+@pytest.fixture
+def opened(db):
+    """make(db, **settings) for a test; every engine it made is closed afterwards (close is idempotent)."""
+    made = []
+
+    def build(**overrides):
+        made.append(make(db, **overrides))
+        return made[-1]
+    yield build
+    for eng in reversed(made):
+        eng.close()
+
+
+def test_too_few_rows_stay_heuristic_at_start(opened):
+    eng = opened()
     store_rows(eng, session_corpus()[:30])
     eng.close()
-    live = make(db, calibrate_on_model_change=True, calibrate_min_rows=50)
-    try:
-        assert wait_until(lambda: live.calibration.startup.finished_at != "", timeout=60)
-        assert live.calibration.startup.action == "noop"
-        status = live.get_recall_precision("a")["calibration"]
-        assert status["state"] == "heuristic"
-        assert status["follows_corpus"] == {"enabled": True, "rows": 30, "calibrated_rows": None, "min_rows": 50,
-                                            "due": False}
-    finally:
-        live.close()
+    live = opened(calibrate_on_model_change=True, calibrate_min_rows=50)
+    assert wait_until(lambda: live.calibration.startup.finished_at != "", timeout=60)
+    assert live.calibration.startup.action == "noop"
+    status = live.get_recall_precision("a")["calibration"]
+    assert status["state"] == "heuristic"
+    assert status["follows_corpus"] == {"enabled": True, "rows": 30, "calibrated_rows": None, "min_rows": 50,
+                                        "due": False}
 
 
-def test_a_calibration_is_measured_again_once_its_rows_double(db):
-    eng = make(db)
+def test_a_calibration_is_measured_again_once_its_rows_double(opened):
+    eng = opened()
     store_rows(eng, session_corpus())  # 70 rows
     eng.close()
-    live = make(db, calibrate_on_model_change=True, calibrate_min_rows=50)
-    try:
-        assert wait_until(lambda: live.calibration.startup.finished_at != "", timeout=60)
-        cal = live.calibration
-        assert cal.startup.action == "initial" and cal.calibrated_rows == {G: 70, "a": 70}
-        store_rows(live, _more_rows(40))  # 110 < 140: not yet
-        assert startup.due(cal) == [] and not live.get_recall_precision("a")["calibration"]["follows_corpus"]["due"]
-        store_rows(live, _more_rows(30, "2026-03-05T09:00:00+00:00"))  # 140 = 2 × 70
-        assert startup.due(cal) == [G, "a"]
-        assert live.get_recall_precision("a")["calibration"]["follows_corpus"]["due"] is True
-        startup.follow(cal)  # what the watch does every growth.WATCH_S seconds
-        assert cal.calibrated_rows == {G: 140, "a": 140} and cal.startup.grown == 2
-        saved = json.loads(sidecar.path_for(live.settings.db_file).read_text())
-        assert saved["calibrated_rows"] == {G: 140, "a": 140}
-        assert startup.due(cal) == []
-    finally:
-        live.close()
+    live = opened(calibrate_on_model_change=True, calibrate_min_rows=50)
+    assert wait_until(lambda: live.calibration.startup.finished_at != "", timeout=60)
+    cal = live.calibration
+    assert cal.startup.action == "initial" and cal.calibrated_rows == {G: 70, "a": 70}
+    store_rows(live, _more_rows(40))  # 110 < 140: not yet
+    assert startup.due(cal) == [] and not live.get_recall_precision("a")["calibration"]["follows_corpus"]["due"]
+    store_rows(live, _more_rows(30, "2026-03-05T09:00:00+00:00"))  # 140 = 2 × 70
+    assert startup.due(cal) == [G, "a"]
+    assert live.get_recall_precision("a")["calibration"]["follows_corpus"]["due"] is True
+    startup.follow(cal)  # what the watch does every growth.WATCH_S seconds
+    assert cal.calibrated_rows == {G: 140, "a": 140} and cal.startup.grown == 2
+    saved = json.loads(sidecar.path_for(live.settings.db_file).read_text())
+    assert saved["calibrated_rows"] == {G: 140, "a": 140}
+    assert startup.due(cal) == []
 
 
-def test_a_calibration_with_the_callers_own_arguments_is_left_alone(db):
-    eng = make(db, calibrate_min_rows=50)
-    try:
-        store_rows(eng, session_corpus())
-        res = eng.calibrate_threshold("a", method="percentile", percentile=0.9)
-        assert res["ok"] and "a" not in eng.calibration.calibrated_rows
-        threshold = eng.calibration.thresholds["a"]
-        store_rows(eng, _more_rows(200))
-        assert "a" not in startup.due(eng.calibration)
-        assert eng.calibration.thresholds["a"] == threshold
-        assert eng.calibrate_threshold("a")["ok"]  # the default request: followed from now on
-        assert eng.calibration.calibrated_rows["a"] == 270
-    finally:
-        eng.close()
+def test_a_calibration_with_the_callers_own_arguments_is_left_alone(opened):
+    eng = opened(calibrate_min_rows=50)
+    store_rows(eng, session_corpus())
+    res = eng.calibrate_threshold("a", method="percentile", percentile=0.9)
+    assert res["ok"] and "a" not in eng.calibration.calibrated_rows
+    threshold = eng.calibration.thresholds["a"]
+    store_rows(eng, _more_rows(200))
+    assert "a" not in startup.due(eng.calibration)
+    assert eng.calibration.thresholds["a"] == threshold
+    assert eng.calibrate_threshold("a")["ok"]  # the default request: followed from now on
+    assert eng.calibration.calibrated_rows["a"] == 270
 
 
 def test_row_counts_must_be_counts(tmp_path):
@@ -121,115 +125,90 @@ def test_the_calibrated_cut_is_placed_in_the_querys_own_cosines():
     assert query_cosine_cut(None, 2.0, bg) is None                  # uncalibrated: the heuristic
 
 
-def test_a_calibration_records_its_z_and_restores_it(db):
-    eng = make(db)
-    try:
-        store_rows(eng, session_corpus())
-        res = eng.calibrate_threshold("a")
-        z = eng.calibration.cosine_z["a"]
-        mean, std = res["distribution"]["mean"], res["distribution"]["std"]
-        assert z == pytest.approx((res["new_threshold"] - mean) / std, abs=0.01)
-        assert eng.calibration.gate_for("a").cosine_z == z
-    finally:
-        eng.close()
-    again = make(db)
-    try:
-        assert again.calibration.gate_for("a").cosine_z == pytest.approx(z)
-        assert again.calibration.gate_for("b").cosine_z is None
-    finally:
-        again.close()
+def test_a_calibration_records_its_z_and_restores_it(opened):
+    eng = opened()
+    store_rows(eng, session_corpus())
+    res = eng.calibrate_threshold("a")
+    z = eng.calibration.cosine_z["a"]
+    mean, std = res["distribution"]["mean"], res["distribution"]["std"]
+    assert z == pytest.approx((res["new_threshold"] - mean) / std, abs=0.01)
+    assert eng.calibration.gate_for("a").cosine_z == z
+    eng.close()  # a restart
+    again = opened()
+    assert again.calibration.gate_for("a").cosine_z == pytest.approx(z)
+    assert again.calibration.gate_for("b").cosine_z is None
 
 
 @pytest.mark.parametrize("minimum, status", [(50, "never_calibrated"), (100, "ok")])
-def test_the_health_check_expects_a_calibration_from_the_same_row_count(db, minimum, status):
-    eng = make(db, calibrate_min_rows=minimum)
-    try:
-        store_rows(eng, session_corpus())  # 70 embedded rows, no calibration file
-        result = eng.deep_check("a", checks=["calibration_staleness"])["results"]["calibration_staleness"]
-        assert result["status"] == status and result["embedded"] == 70
-    finally:
-        eng.close()
+def test_the_health_check_expects_a_calibration_from_the_same_row_count(opened, minimum, status):
+    eng = opened(calibrate_min_rows=minimum)
+    store_rows(eng, session_corpus())  # 70 embedded rows, no calibration file
+    result = eng.deep_check("a", checks=["calibration_staleness"])["results"]["calibration_staleness"]
+    assert result["status"] == status and result["embedded"] == 70
 
 
-def test_a_sample_size_below_ten_names_the_argument_and_keeps_the_calibration(db):
-    eng = make(db)
-    try:
-        store_rows(eng, session_corpus())
-        assert eng.calibrate_threshold("a")["ok"]
-        res = eng.calibrate_threshold("a", sample_size=5)
-        assert res["ok"] is False and res["error"].startswith("sample_size: 5 is below the 10") and "has 70" in res["error"]
-        status = eng.get_recall_precision("a")["calibration"]
-        assert status["state"] == "calibrated" and "notice" not in status  # nothing changed, nothing to fix
-    finally:
-        eng.close()
+def test_a_sample_size_below_ten_names_the_argument_and_keeps_the_calibration(opened):
+    eng = opened()
+    store_rows(eng, session_corpus())
+    assert eng.calibrate_threshold("a")["ok"]
+    res = eng.calibrate_threshold("a", sample_size=5)
+    assert res["ok"] is False and res["error"].startswith("sample_size: 5 is below the 10") and "has 70" in res["error"]
+    status = eng.get_recall_precision("a")["calibration"]
+    assert status["state"] == "calibrated" and "notice" not in status  # nothing changed, nothing to fix
 
 
-def test_a_calibration_with_own_arguments_stays_so_after_a_restart(db):
-    eng = make(db)
-    try:
-        store_rows(eng, session_corpus())
-        assert eng.calibrate_threshold("a")["ok"] and eng.calibration.calibrated_rows["a"] == 70
-        assert eng.calibrate_threshold("a", method="percentile", percentile=0.99)["ok"]
-    finally:
-        eng.close()
+def test_a_calibration_with_own_arguments_stays_so_after_a_restart(opened):
+    eng = opened()
+    store_rows(eng, session_corpus())
+    assert eng.calibrate_threshold("a")["ok"] and eng.calibration.calibrated_rows["a"] == 70
+    assert eng.calibrate_threshold("a", method="percentile", percentile=0.99)["ok"]
+    eng.close()  # a restart
     saved = json.loads(sidecar.path_for(eng.settings.db_file).read_text())
     assert "a" not in saved["calibrated_rows"]  # the file's earlier entry is not carried back in
-    again = make(db)
-    try:
-        assert "a" not in again.calibration.calibrated_rows
-    finally:
-        again.close()
+    again = opened()
+    assert "a" not in again.calibration.calibrated_rows
 
 
-def test_forgetting_an_agent_waits_for_its_running_calibration(db):
+def test_forgetting_an_agent_waits_for_its_running_calibration(opened):
     import threading
 
-    eng = make(db)
-    try:
-        store_rows(eng, session_corpus())
-        assert eng.calibrate_threshold("a")["ok"]
-        cal = eng.calibration
-        with cal._run_lock:  # a calibration of 'a' is running
-            forget = threading.Thread(target=cal.forget_agent, args=("a",))
-            forget.start()
-            forget.join(0.3)
-            assert forget.is_alive()  # waits instead of being undone by the calibration's write
-            cal.thresholds["a"] = 0.5  # what the running calibration writes
-        forget.join(10)
-        assert "a" not in cal.thresholds and "a" not in cal.calibrated_rows
-    finally:
-        eng.close()
+    eng = opened()
+    store_rows(eng, session_corpus())
+    assert eng.calibrate_threshold("a")["ok"]
+    cal = eng.calibration
+    with cal._run_lock:  # a calibration of 'a' is running
+        forget = threading.Thread(target=cal.forget_agent, args=("a",))
+        forget.start()
+        forget.join(0.3)
+        assert forget.is_alive()  # waits instead of being undone by the calibration's write
+        cal.thresholds["a"] = 0.5  # what the running calibration writes
+    forget.join(10)
+    assert "a" not in cal.thresholds and "a" not in cal.calibrated_rows
 
 
-def test_an_agent_named_empty_does_not_hide_the_global_count(db):
-    eng = make(db)
-    try:
-        store_rows(eng, session_corpus()[:12], agent="")
-        store_rows(eng, session_corpus()[12:24], agent="b")
-        dim = eng.calibration.dim()
-        assert startup.counts(eng.calibration, dim)[G] == 24
-    finally:
-        eng.close()
+def test_an_agent_named_empty_does_not_hide_the_global_count(opened):
+    eng = opened()
+    store_rows(eng, session_corpus()[:12], agent="")
+    store_rows(eng, session_corpus()[12:24], agent="b")
+    dim = eng.calibration.dim()
+    assert startup.counts(eng.calibration, dim)[G] == 24
 
 
-def test_an_agent_without_its_own_calibration_uses_the_stores(db):
-    eng = make(db)
-    try:
-        store_rows(eng, session_corpus(), agent="x")
-        store_rows(eng, session_corpus()[:20], agent="small")
-        assert eng.calibrate_threshold("")["ok"]
-        g = eng.calibration.gate_for("small")
-        assert g.cosine_min == eng.calibration.global_threshold and g.cosine_z == eng.calibration.cosine_z[G]
-        assert eng.get_recall_precision("small")["calibration"]["state"] == "global"
-        assert eng.calibrate_threshold("small")["ok"]  # its own, once it has one
-        assert eng.get_recall_precision("small")["calibration"]["state"] == "calibrated"
-        assert eng.calibration.gate_for("small").cosine_z == eng.calibration.cosine_z["small"]
-    finally:
-        eng.close()
+def test_an_agent_without_its_own_calibration_uses_the_stores(opened):
+    eng = opened()
+    store_rows(eng, session_corpus(), agent="x")
+    store_rows(eng, session_corpus()[:20], agent="small")
+    assert eng.calibrate_threshold("")["ok"]
+    g = eng.calibration.gate_for("small")
+    assert g.cosine_min == eng.calibration.global_threshold and g.cosine_z == eng.calibration.cosine_z[G]
+    assert eng.get_recall_precision("small")["calibration"]["state"] == "global"
+    assert eng.calibrate_threshold("small")["ok"]  # its own, once it has one
+    assert eng.get_recall_precision("small")["calibration"]["state"] == "calibrated"
+    assert eng.calibration.gate_for("small").cosine_z == eng.calibration.cosine_z["small"]
 
 
-def test_cc_has_no_fused_gate_and_gates_rows_on_their_own_evidence(db):
-    eng = make(db, recall_mode="cc")
+def test_cc_has_no_fused_gate_and_gates_rows_on_their_own_evidence(opened):
+    eng = opened(recall_mode="cc")
     store_rows(eng, session_corpus())
     res = eng.calibrate_threshold("a")
     assert res["ok"] and res["fused_gate"] is None and "no fused gate" in res["fused_gate_note"]
@@ -242,9 +221,6 @@ def test_cc_has_no_fused_gate_and_gates_rows_on_their_own_evidence(db):
     strict = eng.set_recall_precision("a", "strict")
     assert strict["ok"] and strict["beta"] == 2.0 and strict["fused_gate"] is None
     eng.close()
-    again = make(db, recall_mode="cc", calibrate_on_model_change=True)
-    try:
-        assert again.calibration.startup_done.wait(30)
-        assert again.calibration.startup.action == "restored"  # no fused gate to calibrate at every start
-    finally:
-        again.close()
+    again = opened(recall_mode="cc", calibrate_on_model_change=True)
+    assert again.calibration.startup_done.wait(30)
+    assert again.calibration.startup.action == "restored"  # no fused gate to calibrate at every start

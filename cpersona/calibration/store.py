@@ -61,14 +61,25 @@ class SidecarStore:
         return sidecar.load(self.file)
 
     def save(self, build: Callable[[sidecar.Loaded], dict[str, Any]]) -> str:
-        payload = build(self.load())
-        error = sidecar.write_atomic(self.file, payload)
-        if error:
-            return error
+        """Read, merge and replace the file inside one write transaction of the database: its
+        write lock is held by one connection of any process at a time, so two servers on the
+        same file calibrating different agents at once both keep their entries (a bare
+        read-merge-rename let the second rename drop the first's entry). The transaction also
+        records that the file exists. A read-only database writes the file without that lock."""
+        if self.db.read_only:
+            return sidecar.write_atomic(self.file, build(self.load()))
+        written = ""
         try:
             with self.db.write() as s:
-                sidecar.record_written(s, self.file, payload["calibrated_at"])
-        except Exception as err:  # noqa: BLE001 — the file is written; the record only improves diagnostics
+                payload = build(self.load())
+                error = sidecar.write_atomic(self.file, payload)
+                if error:
+                    return error
+                written = payload["calibrated_at"]
+                sidecar.record_written(s, self.file, written)
+        except Exception as err:  # noqa: BLE001 — reported to the caller, or logged once the file is written
+            if not written:
+                return f"{type(err).__name__}: {err}"
             log.warning("could not record the calibration file in the database: %s", err)
         return ""
 

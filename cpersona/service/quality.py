@@ -9,6 +9,7 @@ from cpersona.calibration.precision import global_beta, label_for, parse_request
 from cpersona.policy import validate
 from cpersona.service.base import ServiceBase
 from cpersona.service.paused import skipped_body
+from cpersona.storage.scope import Scope
 
 
 class QualityService(ServiceBase):
@@ -56,6 +57,11 @@ class QualityService(ServiceBase):
         agent = validate.required_agent(agent_id, "")
         beta = self.calibration.beta(agent)
         gb = global_beta(self.settings)
-        return {"ok": True, "agent_id": agent, "precision": label_for(beta), "beta": beta,
-                "overridden": agent in self.calibration.betas, "global_precision": label_for(gb), "global_beta": gb,
-                "calibration": self.calibration.status(agent)}
+        out = {"ok": True, "agent_id": agent, "precision": label_for(beta), "beta": beta,
+               "overridden": agent in self.calibration.betas, "global_precision": label_for(gb), "global_beta": gb,
+               "calibration": self.calibration.status(agent)}
+        if agent:
+            with self.db.read() as s:
+                if not s.search.pool_size(Scope(agent)):  # a misspelt agent id looks like a real one otherwise
+                    out["note"] = f"agent {agent!r} has no memories or episodes yet"
+        return out

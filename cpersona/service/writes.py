@@ -95,7 +95,7 @@ class WriteService(ServiceBase):
                         claimed(s, dup[1])
             except Refused as err:
                 return {"ok": False, "result": "rejected", "reason": str(err)}
-            return {"ok": True, "result": "skipped", "reason": dup[0], "id": dup[1]}
+            return _skipped(dup[0], dup[1], cuts)
         found: list[tuple[str, int]] = []
 
         def write(s: Session, blob: bytes | None) -> RowRef | None:
@@ -110,9 +110,9 @@ class WriteService(ServiceBase):
 
         ref, embedded = self._write_embedded("memories", draft.content, write)
         if found:
-            return {"ok": True, "result": "skipped", "reason": found[0][0], "id": found[0][1]}
+            return _skipped(found[0][0], found[0][1], cuts)
         if ref is None:
-            return {"ok": True, "result": "skipped", "reason": "duplicate (unique index)"}
+            return _skipped("duplicate (unique index)", None, cuts)
         out: StoreResult = {"ok": True, "result": "stored", "id": ref.id, "embedded": embedded}
         if lock:
             out["locked"] = True
@@ -160,3 +160,13 @@ class WriteService(ServiceBase):
             return {"ok": False, "error": str(err)}
         out: RowChange = {"ok": True, "updated_id": mid, "embedded": embedded}
         return {**out, **drafts.cut_report([cut] if cut else [])}  # type: ignore[typeddict-item]
+
+
+def _skipped(reason: str, row_id: int | None, cuts: list[drafts.Cut]) -> StoreResult:
+    """A store answered by a row already there; the cut report says when the text compared
+    with it was the cut one (an over-long text cut to the same text as a stored row)."""
+    out: StoreResult = {"ok": True, "result": "skipped", "reason": reason}
+    if row_id is not None:
+        out["id"] = row_id
+    out.update(drafts.cut_report(cuts))  # type: ignore[typeddict-item]
+    return out

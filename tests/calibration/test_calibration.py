@@ -124,6 +124,8 @@ def test_separation_on_sessions_measures_threshold_weight_and_fused_gate(calibra
     trace = {}
     recall(eng, "telescope nebula", trace=trace)
     assert trace["fused_gate"] == fused["threshold"] and trace["gate_signal"] == "rsf"
+    assert "note" not in eng.get_recall_precision("a")
+    assert eng.get_recall_precision("nobody")["note"] == "agent 'nobody' has no memories or episodes yet"
     status = eng.get_recall_precision("a")["calibration"]
     assert status["state"] == "calibrated" and status["vector_threshold"] == res["new_threshold"]
 
@@ -179,6 +181,44 @@ def test_sidecar_is_written_atomically_with_a_fingerprint(calibrated):
     assert not list(path.parent.glob(path.name + ".tmp.*"))
     assert db_rows(eng.settings.db_file, "SELECT COUNT(*) FROM cpersona_meta WHERE key = 'calibration'")[0][0] == 1
     assert res["sidecar_persisted"] is True
+
+
+def test_two_servers_saving_at_once_keep_both_entries(tmp_path):
+    """Two servers on one file (two Databases: their own connections, as two processes have)
+    save the sidecar at the same moment: the second waits for the first's write lock and
+    merges its entry, instead of renaming its own read over it."""
+    import threading
+    import time
+
+    from cpersona.calibration.store import SidecarStore
+    from cpersona.storage import Database
+
+    path = tmp_path / "two.db"
+    dbs = [Database(str(path)), Database(str(path))]
+    target = sidecar.path_for(path)
+    inside = threading.Event()
+
+    def build(agent, value, pause):
+        def merged(current):
+            if pause:
+                inside.set()
+                time.sleep(0.3)  # the other server saves meanwhile
+            held = current.data.get("agent_thresholds", {}) if current.status == "ok" else {}
+            return {"format": sidecar.FORMAT, "agent_thresholds": {**held, agent: value},
+                    "calibrated_at": f"2026-12-01T00:00:0{int(pause)}+00:00"}
+        return merged
+
+    try:
+        stores = [SidecarStore(target, db) for db in dbs]
+        first = threading.Thread(target=lambda: stores[0].save(build("a", 0.4, True)))
+        first.start()
+        assert inside.wait(5)
+        assert stores[1].save(build("b", 0.5, False)) == ""
+        first.join(5)
+        assert json.loads(target.read_text())["agent_thresholds"] == {"a": 0.4, "b": 0.5}
+    finally:
+        for db in dbs:
+            db.close()
 
 
 def test_calibration_survives_restart(calibrated, factory):

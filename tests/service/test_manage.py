@@ -82,6 +82,12 @@ def test_update_refusals(engine_none):
     cut = eng.update_memory(f"mem:{c}", "y" * (cap + 1))  # too long: cut to the cap, and said so
     assert cut["ok"] is True and cut["truncated"] is True and cut["original_length"] == {"content": cap + 1}
     assert len(row(eng, c)[0]) == cap
+    long_text = "z" * (cap + 7)  # stored cut; the same over-long text again is a duplicate of the CUT text
+    kept = eng.store("a", long_text)
+    again = eng.store("a", long_text)
+    assert kept["truncated"] is True and sum(kept["original_length"].values()) == cap + 7 and again == {"ok": True, "result": "skipped", "reason": "duplicate content",
+                                                   "id": kept["id"], "truncated": True,
+                                                   "original_length": kept["original_length"], "max_length": cap}
     with pytest.raises(InvalidArgument, match="empty after removing"):
         eng.update_memory(b, "[Memory from kai] ")
     assert row(eng, b)[0] == "second fact"

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 import pg
 from mcp_server import McpServer as McpServer
 from mcp_server import ToolError as ToolError
@@ -351,10 +353,18 @@ async def recall_queries(server: McpServer, queries: list[dict], limit: int, row
     return RecallRun(per_query, ms_all, advisories, errors, unmapped)
 
 
+#: Seconds to let the server finish what its first recalls started in the background: the
+#: word postings in memory are built once the file has been quiet for 0.5 s (~0.7 s of CPU
+#: at 10k rows: cpersona/storage/resident_words.py); until then recall asks FTS5.
+WARM_SETTLE_S = 3.0
+
+
 async def warm_up(server: McpServer, agent_id: str, n: int = 3) -> None:
-    """A few unmeasured recalls (first-use costs: index load, statement cache)."""
+    """A few unmeasured recalls (first-use costs: index load, statement cache, the word
+    postings' build), then WARM_SETTLE_S of quiet."""
     for i in range(n):
         await server.call("recall", {"agent_id": agent_id, "query": f"warm-up query number {i}", "limit": 10})
+    await anyio.sleep(WARM_SETTLE_S)
 
 
 # ------------------------------------------------------------------------- output

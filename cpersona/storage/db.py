@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 
 from cpersona.errors import StorageError
@@ -31,6 +32,8 @@ from cpersona.storage.commit_order import CommitOrdered
 from cpersona.storage.failures import Conditions, condition_of
 from cpersona.storage.file_identity import FileIdentity
 from cpersona.storage.fts_counts import CountingConnection
+from cpersona.storage.resident_words import ResidentWords
+from cpersona.storage.search import install_vocab
 from cpersona.storage.session import Session
 
 log = logging.getLogger(__name__)
@@ -40,7 +43,6 @@ BUSY_TIMEOUT_MS = 5000
 #: How long opening a file waits for another process that is migrating it (a large file's
 #: FTS rebuild takes seconds to minutes), retrying every busy timeout, before giving up.
 MIGRATION_WAIT_S = 300.0
-_VOCAB_TABLES = ("memories_fts", "episodes_fts", "memories_words")
 
 
 class Database(CommitOrdered, ChunkedWrites):
@@ -119,7 +121,7 @@ class Database(CommitOrdered, ChunkedWrites):
                         "substring matching; stores and recalls work. Use a Python whose SQLite has FTS5 with "
                         "the trigram tokenizer (SQLite >= 3.34) to restore it", self.sqlite_version,
                         self.fts_problem)
-        self._install_vocab(self._writer)
+        install_vocab(self._writer, self.fts_enabled)
 
     def _init_read_only(self, fts_enabled: bool) -> None:
         if self.memory or not os.path.isfile(self.path):
@@ -132,7 +134,7 @@ class Database(CommitOrdered, ChunkedWrites):
                 self._writer.close()
             raise self._open_failure(err) from err
         try:
-            self._install_vocab(self._writer)
+            install_vocab(self._writer, self.fts_enabled)
         except sqlite3.Error as err:  # keyword search still works without the pruning tables
             log.warning("%s: FTS vocabulary tables unavailable: %s", self.path, err)
         self._writer.execute("PRAGMA query_only=1")
@@ -183,16 +185,13 @@ class Database(CommitOrdered, ChunkedWrites):
         conn.execute(f"PRAGMA busy_timeout={timeout}")
         return conn
 
-    def _install_vocab(self, conn: sqlite3.Connection) -> None:
-        """TEMP fts5vocab tables (term document counts, used to prune common query terms),
-        created before a reader turns query-only. Nothing is written to the file."""
-        if self.fts_enabled:
-            for table in _VOCAB_TABLES:
-                conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_vocab "
-                             f"USING fts5vocab(main, {table}, 'row')")
+    @cached_property
+    def resident_words(self) -> ResidentWords | None:
+        """The word index's postings in memory (storage/resident_words.py); a file only."""
+        return ResidentWords(self) if self.fts_enabled and not self.memory else None
 
     def _session(self, conn: sqlite3.Connection) -> Session:
-        return Session(conn, self.fts_enabled)
+        return Session(conn, self.fts_enabled, self.resident_words)
 
     @contextmanager
     def write(self) -> Iterator[Session]:
@@ -234,7 +233,7 @@ class Database(CommitOrdered, ChunkedWrites):
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._connect("ro" if self.read_only else "rw")  # never create a file where the database was
-            self._install_vocab(conn)
+            install_vocab(conn, self.fts_enabled)
             conn.execute("PRAGMA query_only=1")
             self._local.conn = conn
             with self._lock:
@@ -379,6 +378,8 @@ class Database(CommitOrdered, ChunkedWrites):
 
     def close(self) -> None:
         """Close every connection. Safe to call twice."""
+        if self.resident_words is not None:
+            self.resident_words.close()  # its builds read on a connection of their own
         with self._lock:
             if self._closed:
                 return

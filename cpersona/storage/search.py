@@ -19,9 +19,9 @@ matches, the scoped query runs as before (a store shared by many agents).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-from cpersona.storage import episodes, fts_counts, fts_top, memories
+from cpersona.storage import episodes, fts_counts, fts_top, memories, resident_words
 from cpersona.storage.records import EpisodeRow, MemoryRow
 from cpersona.storage.scope import Scope
 
@@ -36,6 +36,23 @@ _FTS = {
 #: table when that many hold `limit` rows of the scope (module doc).
 TOP_DEPTH_FACTOR = 4
 
+#: FTS tables with a TEMP fts5vocab 'row' table `<table>_vocab` on every connection.
+_VOCAB_TABLES = ("memories_fts", "episodes_fts", "memories_words")
+
+
+def install_vocab(conn: sqlite3.Connection, fts_enabled: bool = True) -> None:
+    """TEMP fts5vocab tables (https://www.sqlite.org/fts5.html#the_fts5vocab_virtual_table_module):
+    term document counts (to prune common query terms) and the word index's instances (read
+    by storage/resident_words.py), declared before a reader turns query-only. Nothing is
+    written to the file. Nothing without FTS."""
+    if not fts_enabled:
+        return
+    for table in _VOCAB_TABLES:
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_vocab USING fts5vocab(main, {table}, 'row')")
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {resident_words.INSTANCES} "
+                 f"USING fts5vocab(main, {resident_words.TABLE}, 'instance')")
+
+
 #: use_index → (WHERE clause on the content table's alias, parameters).
 Filter = Callable[[bool], tuple[str, list]]
 
@@ -43,9 +60,11 @@ Filter = Callable[[bool], tuple[str, list]]
 class SearchRepo:
     """Keyword queries over one connection; `fts_enabled` says whether the FTS5 tables exist."""
 
-    def __init__(self, conn: sqlite3.Connection, fts_enabled: bool) -> None:
+    def __init__(self, conn: sqlite3.Connection, fts_enabled: bool,
+                 resident: resident_words.ResidentWords | None = None) -> None:
         self.conn = conn
         self.fts_enabled = fts_enabled
+        self.resident = resident
 
     def memories_fts(self, expr: str, scope: Scope, source_id: str, limit: int) -> list[tuple[MemoryRow, float]]:
         """Memories matching the MATCH expression `expr` inside the scope, best bm25 first."""
@@ -66,7 +85,7 @@ class SearchRepo:
         """Rows (columns of the row type, then bm25) of the `limit` best matches in scope."""
         table, alias, columns = _FTS[fts]
         where, params = scoped(False)
-        for top, complete in fts_top.prefixes(self.conn, fts, expr, limit * TOP_DEPTH_FACTOR):
+        for top, complete in self._prefixes(fts, expr, limit * TOP_DEPTH_FACTOR):
             if not top:
                 return []
             best = self._in_scope(table, alias, columns, (where, params), top, limit)
@@ -78,6 +97,14 @@ class SearchRepo:
             f"WHERE {fts} MATCH ? AND {where} ORDER BY {fts}.rank LIMIT ?"
         )
         return self.conn.execute(sql, [expr, *params, limit]).fetchall()
+
+    def _prefixes(self, fts: str, expr: str, depth: int) -> Iterator[tuple[fts_top.Hits, bool]]:
+        """`fts_top.prefixes`, or the one answer of the word postings in memory when they have it."""
+        resident = self.resident.top(expr, depth) if self.resident is not None and fts == resident_words.TABLE \
+            else None
+        if resident is None:
+            return fts_top.prefixes(self.conn, fts, expr, depth)
+        return iter([(resident, len(resident) < depth)])
 
     def _in_scope(self, table: str, alias: str, columns: str, scoped: tuple[str, list], top: fts_top.Hits,
                   limit: int) -> list[tuple]:

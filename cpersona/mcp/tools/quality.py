@@ -90,7 +90,7 @@ def register(app: MCPServer, engine: Engine) -> None:
                     session_key=session_key)
 
     def get_recall_precision(agent_id: Agent) -> str:
-        """The agent's precision and calibration state (a `note` when the agent has no rows yet)."""
+        """The agent's precision and calibration state."""
         return call("get_recall_precision", lambda: engine.get_recall_precision(agent_id))
 
     tools = ((recall_with_context, READ), (get_contents, READ), (get_profile, READ), (update_profile, OVERWRITE),

@@ -26,13 +26,13 @@ from functools import cached_property
 from pathlib import Path
 
 from cpersona.errors import StorageError
-from cpersona.storage import migration
+from cpersona.storage import migration, resident_trigrams, resident_words
 from cpersona.storage.chunks import ChunkedWrites
 from cpersona.storage.commit_order import CommitOrdered
 from cpersona.storage.failures import Conditions, condition_of
 from cpersona.storage.file_identity import FileIdentity
 from cpersona.storage.fts_counts import CountingConnection
-from cpersona.storage.resident_words import ResidentWords
+from cpersona.storage.resident_fts import ResidentFts
 from cpersona.storage.search import install_vocab
 from cpersona.storage.session import Session
 
@@ -186,12 +186,13 @@ class Database(CommitOrdered, ChunkedWrites):
         return conn
 
     @cached_property
-    def resident_words(self) -> ResidentWords | None:
-        """The word index's postings in memory (storage/resident_words.py); a file only."""
-        return ResidentWords(self) if self.fts_enabled and not self.memory else None
+    def resident_fts(self) -> ResidentFts | None:
+        """The memories' FTS indexes held in memory (storage/resident_fts.py); a file only."""
+        held = {m.TABLE: m.build for m in (resident_words, resident_trigrams)} if self.fts_enabled else {}
+        return ResidentFts(self, held) if held and not self.memory else None
 
     def _session(self, conn: sqlite3.Connection) -> Session:
-        return Session(conn, self.fts_enabled, self.resident_words)
+        return Session(conn, self.fts_enabled, self.resident_fts)
 
     @contextmanager
     def write(self) -> Iterator[Session]:
@@ -365,8 +366,7 @@ class Database(CommitOrdered, ChunkedWrites):
             self._lock.release()
 
     def changes_since(self, version: int) -> list | None:
-        """Which rows other connections changed after `version`: SQLite's data_version
-        says only THAT another connection committed, never what — so always None (reload)."""
+        """Which rows others changed after `version`: SQLite says only THAT they did — None (reload)."""
         return None
 
     def describe(self) -> dict:
@@ -378,8 +378,8 @@ class Database(CommitOrdered, ChunkedWrites):
 
     def close(self) -> None:
         """Close every connection. Safe to call twice."""
-        if self.resident_words is not None:
-            self.resident_words.close()  # its builds read on a connection of their own
+        if self.resident_fts is not None:
+            self.resident_fts.close()  # its builds read on a connection of their own
         with self._lock:
             if self._closed:
                 return

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 
-from cpersona.storage import episodes, fts_counts, fts_top, memories, resident_words
+from cpersona.storage import episodes, fts_counts, fts_top, memories, resident_fts, resident_trigrams, resident_words
 from cpersona.storage.records import EpisodeRow, MemoryRow
 from cpersona.storage.scope import Scope
 
@@ -42,15 +42,16 @@ _VOCAB_TABLES = ("memories_fts", "episodes_fts", "memories_words")
 
 def install_vocab(conn: sqlite3.Connection, fts_enabled: bool = True) -> None:
     """TEMP fts5vocab tables (https://www.sqlite.org/fts5.html#the_fts5vocab_virtual_table_module):
-    term document counts (to prune common query terms) and the word index's instances (read
-    by storage/resident_words.py), declared before a reader turns query-only. Nothing is
+    term document counts (to prune common query terms) and the instances of the indexes held
+    in memory (storage/resident_fts.py), declared before a reader turns query-only. Nothing is
     written to the file. Nothing without FTS."""
     if not fts_enabled:
         return
     for table in _VOCAB_TABLES:
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_vocab USING fts5vocab(main, {table}, 'row')")
-    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {resident_words.INSTANCES} "
-                 f"USING fts5vocab(main, {resident_words.TABLE}, 'instance')")
+    for held in (resident_words, resident_trigrams):
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {held.INSTANCES} "
+                     f"USING fts5vocab(main, {held.TABLE}, 'instance')")
 
 
 #: use_index → (WHERE clause on the content table's alias, parameters).
@@ -61,7 +62,7 @@ class SearchRepo:
     """Keyword queries over one connection; `fts_enabled` says whether the FTS5 tables exist."""
 
     def __init__(self, conn: sqlite3.Connection, fts_enabled: bool,
-                 resident: resident_words.ResidentWords | None = None) -> None:
+                 resident: resident_fts.ResidentFts | None = None) -> None:
         self.conn = conn
         self.fts_enabled = fts_enabled
         self.resident = resident
@@ -99,9 +100,8 @@ class SearchRepo:
         return self.conn.execute(sql, [expr, *params, limit]).fetchall()
 
     def _prefixes(self, fts: str, expr: str, depth: int) -> Iterator[tuple[fts_top.Hits, bool]]:
-        """`fts_top.prefixes`, or the one answer of the word postings in memory when they have it."""
-        resident = self.resident.top(expr, depth) if self.resident is not None and fts == resident_words.TABLE \
-            else None
+        """`fts_top.prefixes`, or the one answer of the index held in memory when it has it."""
+        resident = self.resident.top(fts, expr, depth) if self.resident is not None else None
         if resident is None:
             return fts_top.prefixes(self.conn, fts, expr, depth)
         return iter([(resident, len(resident) < depth)])

@@ -24,7 +24,7 @@ from cpersona.storage.memories import MemoryRepo
 from cpersona.storage.meta import MetaRepo
 from cpersona.storage.profiles import ProfileRepo
 from cpersona.storage.repairs import RepairRepo
-from cpersona.storage.resident_words import ResidentWords
+from cpersona.storage.resident_fts import ResidentFts
 from cpersona.storage.search import SearchRepo
 from cpersona.storage.tasks import TaskRepo
 from cpersona.storage.transfer import TransferRepo
@@ -35,11 +35,11 @@ class Session(AfterCommitHooks):
     """Repositories over one connection. Inside `Database.write()` every call belongs to
     the same transaction; `after(fn)` defers `fn` until that transaction has committed."""
 
-    def __init__(self, conn: sqlite3.Connection, fts_enabled: bool, resident: ResidentWords | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, fts_enabled: bool, resident: ResidentFts | None = None) -> None:
         super().__init__()
         self.conn = conn  # for the repositories (and tests); never used above storage/
         self.fts_enabled = fts_enabled
-        self.resident = resident  # the word index's postings in memory (storage/resident_words.py)
+        self.resident = resident  # FTS indexes held in memory (storage/resident_fts.py)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:

@@ -1,0 +1,125 @@
+"""storage/resident_fts.py and the two indexes it holds (resident_words.py,
+resident_trigrams.py): an answer from memory is exactly FTS5's (the same rows, order and bm25
+doubles), only at the file's current state; anything a snapshot cannot read goes to FTS5."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+import pytest
+from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.storage import resident_fts, resident_trigrams, resident_words
+from cpersona.storage.scope import Scope
+from cpersona.util.text import match_expression
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import wait_until
+from quality_helpers import make
+
+#: Plain tokens of several scripts, a few very common; "zzz" and "無い" are in no row.
+VOCAB = ["alpha", "beta", "gamma", "deploy", "k8s", "2024", "日本", "東京", "カタカナー", "ひらがな", "서울", "x"]
+QUERY_VOCAB = [*VOCAB, "zzz", "無い"]
+#: Text pieces for the trigram index: cased ASCII, identifiers, Japanese, punctuation, repeats.
+PIECES = ["Deploy", "deploy", "ERR_TIMEOUT_42", "k8s", "aaaa", "aa", "日本語の", "エラー", "、", "-", "/src/x.py", " "]
+PHRASES = ["deploy", "DEPLOY", "err_timeout", "aaa", "aaaa", "日本語", "エラー", "src/x", "k8s", "oy e", "zzz", "本語の"]
+
+
+def table(kind, rows: list[tuple[int, str]], deleted: list[int]) -> sqlite3.Connection:
+    tokenizer = "unicode61 remove_diacritics 0" if kind is resident_words else "trigram"
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute(f"CREATE VIRTUAL TABLE {kind.TABLE} USING fts5(body, tokenize='{tokenizer}')")
+    conn.execute(f"CREATE VIRTUAL TABLE {kind.INSTANCES} USING fts5vocab(main, {kind.TABLE}, 'instance')")
+    conn.executemany(f"INSERT INTO {kind.TABLE}(rowid, body) VALUES (?, ?)", rows)
+    conn.executemany(f"DELETE FROM {kind.TABLE} WHERE rowid = ?", [(i,) for i in deleted])
+    return conn
+
+
+def fts5(conn: sqlite3.Connection, name: str, phrases: list[str], depth: int) -> list[tuple[int, float]]:
+    return [tuple(r) for r in conn.execute(f"SELECT rowid, rank FROM {name} WHERE {name} MATCH ? "
+                                           "ORDER BY +rank, rowid LIMIT ?", (match_expression(phrases), depth))]
+
+
+def same_as_fts5(kind, bodies, deleted, phrases, depth):
+    rows = [(i * 3 + 1, body) for i, body in enumerate(bodies)]  # gaps in the rowids
+    conn = table(kind, rows, [i * 3 + 1 for i in deleted])
+    snap = kind.build(conn)
+    want = fts5(conn, kind.TABLE, phrases, depth)
+    if snap is None:  # every row deleted, or no token at all
+        assert want == []
+        return
+    assert snap.top(phrases, depth) == want  # the same doubles, not merely close ones
+    assert resident_fts.agrees(conn, kind.TABLE, snap)
+
+
+@settings(max_examples=60, deadline=None)
+@given(bodies=st.lists(st.lists(st.sampled_from(VOCAB), max_size=12).map(" ".join), min_size=1, max_size=60),
+       deleted=st.sets(st.integers(1, 60), max_size=10),
+       phrases=st.lists(st.sampled_from(QUERY_VOCAB), min_size=1, max_size=6),
+       depth=st.sampled_from([1, 3, 10, 40, 100]))
+def test_the_word_postings_rank_exactly_as_fts5(bodies, deleted, phrases, depth):
+    same_as_fts5(resident_words, bodies, deleted, phrases, depth)
+
+
+@settings(max_examples=60, deadline=None)
+@given(bodies=st.lists(st.lists(st.sampled_from(PIECES), max_size=10).map("".join), min_size=1, max_size=50),
+       deleted=st.sets(st.integers(1, 50), max_size=8),
+       phrases=st.lists(st.sampled_from(PHRASES), min_size=1, max_size=5),
+       depth=st.sampled_from([1, 3, 10, 40]))
+def test_the_trigram_places_rank_exactly_as_fts5(bodies, deleted, phrases, depth):
+    same_as_fts5(resident_trigrams, bodies, deleted, phrases, depth)
+
+
+@pytest.mark.parametrize("text, plain", [
+    ("deploy", True), ("k8s", True), ("2024", True), ("日本", True), ("カタカナー", True), ("서울", True),
+    ("Deploy", False), ("café", False), ("a-b", False), ("a_b", False), ("", False), ("ß", False), ("а", False)])
+def test_only_a_text_fts5_reads_as_itself_is_a_plain_word(text, plain):
+    assert resident_words.plain_token(text) is plain
+
+
+@pytest.mark.parametrize("phrase, folded", [
+    ("Deploy-X", "deploy-x"), ("日本語、です", "日本語、です"), ("ERR_42", "err_42"), ("Café", None), ("ＡＢＣ", None)])
+def test_a_trigram_phrase_is_read_only_when_its_folding_is_known(phrase, folded):
+    assert resident_trigrams.fold(phrase) == folded
+
+
+def test_a_build_that_disagrees_with_fts5_turns_that_index_off(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(resident_fts, "QUIET_S", 0.01)
+    monkeypatch.setattr(resident_fts, "agrees", lambda conn, name, snap: name != resident_words.TABLE)
+    eng = make(tmp_path / "off.db", embedder=None)
+    try:
+        eng.store("a", "deploy the billing service")
+        held = eng.db.resident_fts
+        words, trigrams = match_expression(["deploy"]), match_expression(["billing"])
+        with caplog.at_level(logging.WARNING, logger=resident_fts.__name__):
+            assert held.top(resident_words.TABLE, words, 10) is None  # not built yet: FTS5 answers
+            assert wait_until(lambda: held.top(resident_trigrams.TABLE, trigrams, 10) is not None)
+        assert held.top(resident_words.TABLE, words, 10) is None and resident_words.TABLE in held.disabled
+        assert "ranked differently from FTS5" in caplog.text
+        assert eng.recall(RecallRequest("a", "deploy"))["messages"]  # FTS5 still answers
+    finally:
+        eng.close()
+
+
+def test_recall_uses_the_snapshots_only_at_the_files_current_state(tmp_path, monkeypatch):
+    monkeypatch.setattr(resident_fts, "QUIET_S", 0.01)
+    eng = make(tmp_path / "fresh.db", embedder=None)
+    try:
+        first = eng.store("a", "we deploy the billing service on fridays")["id"]
+        held = eng.db.resident_fts
+        expr = match_expression(["deploy", "billing"])
+        assert wait_until(lambda: held.top(resident_words.TABLE, expr, 10) is not None)  # asking starts the build
+        with eng.db.read() as s:
+            assert [r.id for r, _ in s.search.memories_words(expr, Scope("a"), "", 10)] == [first]
+            assert [r.id for r, _ in s.search.memories_fts(expr, Scope("a"), "", 10)] == [first]
+        second = eng.store("a", "billing deploy billing deploy runbook")["id"]
+        assert held.top(resident_words.TABLE, expr, 10) is None  # the file changed: FTS5 answers until the rebuild
+        ids = [m["ref"] for m in eng.recall(RecallRequest("a", "deploy billing"))["messages"]]
+        assert f"mem:{second}" in ids
+        for name in (resident_words.TABLE, resident_trigrams.TABLE):
+            assert wait_until(lambda name=name: (held.top(name, expr, 10) or [(0, 0)])[0][0] == second)
+        assert held.top("episodes_fts", expr, 10) is None  # not held
+    finally:
+        eng.close()
+    assert held._thread is not None and not held._thread.is_alive()  # closing ends the builder

@@ -48,6 +48,8 @@ B = 0.75
 #: A stale snapshot is rebuilt once the change stamp has not moved for this many seconds
 #: (a burst of stores costs one build, not one per store).
 QUIET_S = 0.5
+#: Rows of an 'instance' table read at a time by a build.
+CHUNK = 16384
 #: Matches compared with FTS5 after each build, per check query.
 CHECK_DEPTH = 40
 
@@ -68,12 +70,13 @@ class Snapshot(Protocol):
 
 @dataclass(frozen=True)
 class Rows:
-    """The rows of one FTS5 table: rowids (int64, ascending), FTS5's row count N and each
-    row's k1·(1 − b + b·D/avgdl)."""
+    """The rows of one FTS5 table: rowids (int64, ascending), FTS5's row count N, each
+    row's k1·(1 − b + b·D/avgdl), and the tokens of every row together (its instances)."""
 
     rowids: np.ndarray
     count: int
     norms: np.ndarray
+    tokens: int
 
     def top(self, hits: PhraseHits, depth: int) -> Hits:
         """bm25 over the phrases' hits (module doc), the best `depth` as [(rowid, bm25)]."""
@@ -126,7 +129,7 @@ def read_rows(conn: sqlite3.Connection, table: str, max_rows: int) -> Rows | Non
     sizes = conn.execute(f"SELECT id, sz FROM main.{table}_docsize ORDER BY id").fetchall()
     rowids = np.fromiter((i for i, _ in sizes), np.int64, len(sizes))
     lengths = np.fromiter((_row_tokens(sz) for _, sz in sizes), np.float64, len(sizes))
-    return Rows(rowids, count, K1 * (1 - B + B * lengths / (float(tokens) / float(count))))
+    return Rows(rowids, count, K1 * (1 - B + B * lengths / (float(tokens) / float(count))), tokens)
 
 
 def _row_tokens(sizes: bytes | None) -> int:
@@ -138,16 +141,29 @@ def _row_tokens(sizes: bytes | None) -> int:
     return total
 
 
-def instances(conn: sqlite3.Connection, table: str,
-              columns: str) -> tuple[list[str], tuple[np.ndarray, ...], list[int]]:
+def instances(conn: sqlite3.Connection, table: str, columns: str,
+              expected: int) -> tuple[list[str], tuple[np.ndarray, ...], list[int]]:
     """An 'instance' fts5vocab table's rows in term order: (terms, one int64 array per other
-    column asked for, the indexes where a new term starts)."""
-    rows = conn.execute(f"SELECT term, {columns} FROM {table}").fetchall()
-    if not rows:
-        return [], tuple(np.empty(0, np.int64) for _ in columns.split(",")), []
-    terms, *others = zip(*rows)
-    starts = [i for i in range(len(terms)) if i == 0 or terms[i] != terms[i - 1]]
-    return [terms[i] for i in starts], tuple(np.array(c, np.int64) for c in others), starts
+    column asked for, the indexes where a new term starts). Read CHUNK rows at a time into
+    arrays of the `expected` size (the table's tokens: one instance each), so a build never
+    holds every row as Python objects (~25 times the memory of the arrays)."""
+    cursor = conn.execute(f"SELECT term, {columns} FROM {table}")
+    arrays = [np.empty(expected, np.int64) for _ in columns.split(",")]
+    terms: list[str] = []
+    starts: list[int] = []
+    n = 0
+    while chunk := cursor.fetchmany(CHUNK):
+        names, *others = zip(*chunk)
+        for i, name in enumerate(names):
+            if not terms or name != terms[-1]:
+                terms.append(name)
+                starts.append(n + i)
+        if n + len(chunk) > arrays[0].size:
+            arrays = [np.resize(a, 2 * (n + len(chunk))) for a in arrays]
+        for array, values in zip(arrays, others):
+            array[n:n + len(chunk)] = values
+        n += len(chunk)
+    return terms, tuple(a if a.size == n else a[:n].copy() for a in arrays), starts
 
 
 def agrees(conn: sqlite3.Connection, table: str, snap: Snapshot) -> bool:

@@ -97,7 +97,7 @@ def build(conn: sqlite3.Connection) -> TrigramSnapshot | None:
     rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS)
     if rows is None:
         return None
-    terms, (doc, offset), firsts = resident_fts.instances(conn, INSTANCES, 'doc, "offset"')  # term, doc, offset
+    terms, (doc, offset), firsts = resident_fts.instances(conn, INSTANCES, 'doc, "offset"', rows.tokens)
     keys = (np.searchsorted(rows.rowids, doc).astype(np.int64) << _SHIFT) | offset
     bounds = [*firsts, keys.size]
     return TrigramSnapshot(rows, {term: (bounds[k], bounds[k + 1]) for k, term in enumerate(terms)}, keys)

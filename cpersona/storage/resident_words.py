@@ -62,7 +62,7 @@ def build(conn: sqlite3.Connection) -> WordSnapshot | None:
     rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS)
     if rows is None:
         return None
-    terms, (doc,), firsts = resident_fts.instances(conn, INSTANCES, "doc")  # by term, then doc
+    terms, (doc,), firsts = resident_fts.instances(conn, INSTANCES, "doc", rows.tokens)  # by term, then doc
     n = doc.size
     new_pair = np.ones(n, bool)  # one posting per run of equal (term, doc)
     new_pair[1:] = doc[1:] != doc[:-1]

@@ -139,6 +139,22 @@ def test_burst_loaded_corpus_falls_back_to_nearest_neighbours(factory):
     assert res["fused_gate"] is None or res["fused_gate"]["proxy_source"] == "semantic"
 
 
+def test_rows_close_in_time_but_unrelated_are_no_session(factory):
+    """Facts given timestamps that put unrelated rows side by side (each pair a minute apart,
+    never on one topic): those pairs are no more alike than random ones, so they are not used
+    as the related rows; the answer says why."""
+    from datetime import datetime, timedelta
+    t0 = datetime.fromisoformat("2026-01-05T09:00:00+00:00")
+    topics = [c for c, _ in session_corpus()]  # 5 topics × 14 rows, in topic order
+    rows = [(topics[(i % 5) * 14 + i // 5], (t0 + timedelta(hours=3 * (i // 2), minutes=i % 2)).isoformat())
+            for i in range(70)]
+    eng = factory()
+    store_rows(eng, rows)
+    res = eng.calibrate_threshold("a")
+    assert res["ok"] and res["proxy_source"] == "nn_fallback", res
+    assert "no more alike than random pairs" in res["proxy_note"]
+
+
 @pytest.mark.parametrize("method", ["percentile", "zscore"])
 def test_other_methods(factory, method):
     eng = factory()

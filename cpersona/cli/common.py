@@ -47,6 +47,18 @@ def table(*args: Any, **kwargs: Any):
     return Table(*args, **kwargs)
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer ≥ 1 (a listing or recall of 0 rows shows nothing, which reads
+    as an empty store)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def fail(message: str, code: int = FAILED) -> int:
     """Print `cpersona: message` on stderr; returns `code`."""
     print(f"cpersona: {message}", file=sys.stderr)

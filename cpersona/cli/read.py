@@ -24,6 +24,7 @@ from cpersona.cli.common import (
     console,
     missing,
     open_engine,
+    positive_int,
     print_json,
     short,
     table,
@@ -212,6 +213,8 @@ def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False, d
             shown += 1
     out = console()
     out.print(rows if shown else "nothing relevant found")
+    for note in sorted({a["note"] for a in answers.values() if a.get("note")}):
+        out.print(f"[dim]note: {note}[/dim]")  # e.g. a misspelt agent id: it has no rows
     withheld = sum(a.get("withheld", {}).get("rows", 0) for a in answers.values())
     if withheld and not shown:
         rows_word = "row" if withheld == 1 else "rows"
@@ -238,7 +241,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="newest memories (or episodes) first",
                        description="List memories (or --episodes), newest first.")
     p.add_argument("--agent", help="only this agent (default: every agent)")
-    p.add_argument("--limit", type=int, help="rows to show (default 20; at most 500 memories / 200 episodes)")
+    p.add_argument("--limit", type=positive_int, help="rows to show (default 20; at most 500 memories / 200 episodes)")
     p.add_argument("--project", help="project id ('' = global pool only)")
     p.add_argument("--episodes", action="store_true", help="list session summaries instead of memories")
     p.add_argument("--cursor", help="continue a listing (the cursor printed after the last page)")
@@ -249,7 +252,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "tool lists them best last, as the original CPersona did).")
     p.add_argument("text", help="the query")
     p.add_argument("--agent", help="the agent (default: every agent in turn)")
-    p.add_argument("--limit", type=int, help="matches per agent (default 5, at most 100)")
+    p.add_argument("--limit", type=positive_int, help="matches per agent (default 5, at most 100)")
     p.add_argument("--project", help="project id ('' = global pool only)")
     p.add_argument("--deep", action="store_true", help="the nearest rows even when none clearly answers the query")
     p.add_argument("--verbose", action="store_true", help="every channel's score in match_reason (with --json)")

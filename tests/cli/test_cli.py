@@ -56,6 +56,9 @@ def test_store_list_recall_stats(cli):
     assert "mio" in out and "mem:3" in out
     assert cli("recall", "zebra crossing", "--agent", "kai")[1].startswith("nothing relevant found")
     assert cli("recall")[0] == 2  # bad usage: the query is required
+    assert "note: agent 'kia' has no memories" in cli("recall", "staging", "--agent", "kia")[1]  # a misspelt agent
+    status, _, err = cli("list", "--limit", "0")  # 0 rows would read as an empty store
+    assert status == 2 and "--limit: must be at least 1, got 0" in err
 
     status, out, _ = cli("stats")
     assert status == 0

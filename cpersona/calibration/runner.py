@@ -172,8 +172,8 @@ class Calibration(CalibrationState):
         newest, stamps = self._newest(agent, req.sample_size, dim)
         n_sessions = sessions(stamps, window_s)
         temporal = temporal_positives(newest, stamps, window_s) if n_sessions >= MIN_SESSIONS else np.zeros(0)
-        # rows stored close in time that are no more alike than random pairs are no session
-        # (facts stored in a burst, or given arbitrary timestamps): they cannot stand for related rows
+        # rows dated close in time that are no more alike than random pairs are no session
+        # (facts given arbitrary timestamps): they cannot stand for related rows
         unrelated = temporal.size >= MIN_POSITIVE_PAIRS and float(temporal.mean()) <= float(null.mean())
         temporal_ok = temporal.size >= MIN_POSITIVE_PAIRS and not unrelated
         if req.method == "percentile":
@@ -194,7 +194,7 @@ class Calibration(CalibrationState):
             if source == "nn_fallback":
                 why = (f"the timestamps form {n_sessions} session(s), fewer than {MIN_SESSIONS}"
                        if n_sessions < MIN_SESSIONS else
-                       f"the {temporal.size} pairs of rows stored within {s.calibrate_temporal_window_min:g} minutes "
+                       f"the {temporal.size} pairs of rows dated within {s.calibrate_temporal_window_min:g} minutes "
                        f"of each other are no more alike than random pairs (mean {temporal.mean():.4f} vs "
                        f"{null.mean():.4f})" if unrelated else
                        f"{temporal.size} pairs of rows share a session, fewer than {MIN_POSITIVE_PAIRS}")

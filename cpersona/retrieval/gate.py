@@ -263,10 +263,14 @@ class Gate:
     chance_max: float | None = None
     #: the identifiers and names the query is about (retrieval/anchors.py)
     anchors: Anchors = field(default_factory=Anchors)
+    #: rows the question names by what they are, kept like exact matches (retrieval/sessions.py)
+    pinned: frozenset[tuple[str, int]] = frozenset()
 
     def exact(self, cand: Candidate) -> bool:
         """The row contains a needle, or IS the query (a stored text is findable by itself,
-        however short)."""
+        however short), or the question names it (`pinned`)."""
+        if cand.key in self.pinned:
+            return True
         found = self._exact_rows.get(cand.content)
         if found is None:
             text = _folded(cand.content)

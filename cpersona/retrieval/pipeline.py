@@ -16,7 +16,18 @@ from typing import Any
 from cpersona.index.vector_index import WindowStats
 from cpersona.policy.validate import MAX_LIMIT
 from cpersona.retrieval import alternatives as alts
-from cpersona.retrieval import confidence, fusion, gate, lexical, profiles, recency, retrievers, scoring, separation
+from cpersona.retrieval import (
+    confidence,
+    fusion,
+    gate,
+    lexical,
+    profiles,
+    recency,
+    retrievers,
+    scoring,
+    separation,
+    sessions,
+)
 from cpersona.retrieval import neighbours as turns
 from cpersona.retrieval.anchors import Anchors
 from cpersona.retrieval.candidate import PROFILE, Candidate
@@ -220,6 +231,7 @@ def rank(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
         ctx.words, ctx.vectors, ctx.background, ctx.unlisted, ctx.alpha, ctx.trace, ctx.embed_query = state
         ctx.trace["alternatives"] = len(subs)
         rows = alts.merge(lists, ctx.words)
+    rows = pin_session(ctx, req, rows)
     rows = add_profiles(ctx, req, rows)
     return score_confidence(ctx, req, rows)
 
@@ -234,6 +246,21 @@ def _ranked(ctx: RecallContext, req: RecallRequest) -> list[Candidate]:
     if ctx.words is not None:
         lexical.cover(rows, ctx.words)
     return spread(ctx, req, penalise(ctx, req, rows))
+
+
+def pin_session(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
+    """A question about the last (or first) session gets that episode first (retrieval/sessions.py)."""
+    sign = 0 if _cascaded(ctx, req) else sessions.direction(req.query)
+    if not sign or not retrievers.Query(req.query, req.scope, req.limit, req.source_id).episodes_allowed:
+        return rows
+    row = sessions.episode(ctx.session, req.scope, sign)
+    if row is None:
+        return rows
+    cand = retrievers.episode_candidate(row)
+    if ctx.words is not None:
+        lexical.cover([cand], ctx.words)
+    ctx.pinned.add(cand.key)
+    return sessions.pin(rows, cand, ctx.mode)
 
 
 def penalise(ctx: RecallContext, req: RecallRequest, rows: list[Candidate]) -> list[Candidate]:
@@ -252,7 +279,7 @@ def make_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
     """The thresholds of this recall: pool heuristic, or the agent's calibrated gate. Built
     once per recall and kind of request (`RecallContext.gates`): the neighbour turns' lender
     bar and the gate itself are the same gate for a recall that is not deep."""
-    key = (req.query, req.deep, req.scope)
+    key = (req.query, req.deep, req.scope, frozenset(ctx.pinned))
     built = ctx.gates.get(key)
     if built is None:
         built = ctx.gates[key] = _build_gate(ctx, req)
@@ -275,6 +302,7 @@ def _build_gate(ctx: RecallContext, req: RecallRequest) -> gate.Gate:
         cosine_min=None if cosine_min is None else cosine_min * half, enabled=ctx.gate_enabled,
         answer=None if req.deep else gate.answer_bar(ctx.vector_threshold, ctx.beta, ctx.vectors, background),
         whole=req.query.strip().lower(), chance_max=chance_max, anchors=Anchors.of(req.query),
+        pinned=frozenset(ctx.pinned),
     )
 
 

@@ -108,7 +108,9 @@ class RecallContext:
     alpha: float | None = None
     #: the gates built for this recall by (query, deep, scope) — `pipeline.make_gate`; emptied by
     #: `retrieve`, which sets what a gate reads (the vector background, whether vectors ran)
-    gates: dict[tuple[str, bool, Scope], gate.Gate] = field(default_factory=dict)
+    gates: dict[tuple[str, bool, Scope, frozenset], gate.Gate] = field(default_factory=dict)
+    #: rows the question itself names (the session it asks about: retrieval/sessions.py); the gate keeps them
+    pinned: set[tuple[str, int]] = field(default_factory=set)
     #: cc: a question naming alternatives is also asked once per alternative (retrieval/alternatives.py)
     alternatives: bool = True
 

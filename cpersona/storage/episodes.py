@@ -71,3 +71,10 @@ class EpisodeRepo:
         """created_at of the newest episode inside `scope` (the episode boundary)."""
         where, params = scope.predicate()
         return self.conn.execute(f"SELECT MAX(created_at) FROM episodes WHERE {where}", params).fetchone()[0]
+
+    def dated(self, scope: Scope) -> list[tuple[int, str]]:
+        """(id, time) of every episode inside `scope`: its start time, else its creation time
+        (`EpisodeRow.timestamp`), as stored — compared after parsing (zones differ)."""
+        where, params = scope.predicate("e")
+        sql = f"SELECT e.id, COALESCE(NULLIF(e.start_time, ''), e.created_at, '') FROM episodes e WHERE {where}"
+        return [tuple(r) for r in self.conn.execute(sql, params)]

@@ -68,6 +68,12 @@ class PgEpisodeRepo:
         where, params = predicate(scope)
         return scalar(self.conn, f"SELECT MAX(created_at) FROM episodes WHERE {where}", params)
 
+    def dated(self, scope: Scope) -> list[tuple[int, str]]:
+        """(id, time) of every episode inside `scope`: its start time, else its creation time."""
+        where, params = predicate(scope, "e")
+        sql = f"SELECT e.id, COALESCE(NULLIF(e.start_time, ''), e.created_at, '') FROM episodes e WHERE {where}"
+        return [tuple(r) for r in self.conn.execute(sql, params)]
+
 
 class PgProfileRepo:
     """Queries on `profiles` over one connection."""

@@ -1,0 +1,62 @@
+"""retrieval/sessions.py: a question about the last (or first) session answers with that
+session's summary first, whatever words it shares with the question; a time window or a
+question about something else is left to the ranking."""
+
+from __future__ import annotations
+
+import pytest
+from cpersona.retrieval import sessions
+from cpersona.retrieval.pipeline import RecallRequest
+
+from quality_helpers import make
+
+SESSIONS = [  # summary, its turns' time (offsets differ: compared after parsing)
+    ("What we did this session: planned the billing database migration and the invoice PDF layout",
+     "2026-03-02T10:00:00+00:00"),
+    ("Reviewed the IME editor bug for Japanese input and the font fallback", "2026-03-09T18:00:00+09:00"),
+    ("Fixed the flaky payment retry test and moved the deploy windows", "2026-03-12T09:00:00+01:00"),
+]
+
+
+@pytest.mark.parametrize("query, sign", [
+    ("What did we do last session?", 1), ("what did we talk about in our previous conversation", 1),
+    ("前回のセッションでは何をした？", 1), ("前回は何を決めた？", 1), ("Summarise the latest session", 1),
+    ("What was our first session about?", -1), ("最初のセッションの内容は？", -1),
+    ("What did we do last week?", 0), ("What is the latest version of the API?", 0), ("Which session fixed it?", 0)])
+def test_a_question_about_a_session_is_recognised(query, sign):
+    assert sessions.direction(query) == sign
+
+
+@pytest.fixture
+def eng(tmp_path):
+    engine = make(tmp_path / "s.db")
+    for i in range(30):  # memories sharing the questions' words, so the summaries are not the only rows
+        engine.store("a", f"we did code review number {i} last week and talked about what to do next")
+    ids = [engine.archive_episode("a", text, history=[{"role": "user", "content": "x", "timestamp": ts}])["episode_id"]
+           for text, ts in SESSIONS]
+    yield engine, ids
+    engine.close()
+
+
+def best(engine, query: str, **kw) -> str:
+    messages = engine.recall(RecallRequest("a", query, **kw))["messages"]
+    assert messages, query
+    return messages[-1]["ref"]  # the last row is the best
+
+
+@pytest.mark.parametrize("query", ["What did we do last session?", "前回のセッションでは何をした？"])
+def test_the_last_session_comes_first(eng, query):
+    engine, ids = eng
+    assert best(engine, query) == f"ep:{ids[2]}"  # 2026-03-12 08:00 UTC, the newest once parsed
+
+
+def test_the_first_session_comes_first(eng):
+    engine, ids = eng
+    assert best(engine, "What was our first session about?") == f"ep:{ids[0]}"
+
+
+def test_other_questions_and_filters_are_left_to_the_ranking(eng):
+    engine, ids = eng
+    assert best(engine, "billing database migration invoice") == f"ep:{ids[0]}"  # its own words, no pin
+    out = engine.recall(RecallRequest("a", "What did we do last session?", source_id="nobody"))
+    assert all(not m["ref"].startswith("ep:") for m in out["messages"])  # a source filter hides episodes

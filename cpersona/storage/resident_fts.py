@@ -52,6 +52,10 @@ QUIET_S = 0.5
 #: once per held index): an agent that stores after every recall would never use the build
 #: (~2 s of CPU at 10k rows), a run of recalls on an unchanged file uses it from the next one.
 ASKED_BEFORE_BUILD = 2
+#: A build the file had changed under before it finished was wasted: the next one waits for
+#: twice as long a quiet spell, up to this many seconds; a build that answers resets it. Steady
+#: writes every second or so (another process storing) made builds back to back, a core busy.
+MAX_QUIET_S = 60.0
 #: Rows of an 'instance' table read at a time by a build.
 CHUNK = 16384
 #: Matches compared with FTS5 after each build, per check query.
@@ -117,9 +121,10 @@ def varint(blob: bytes, pos: int = 0) -> tuple[int, int]:
     return (value << 8) | blob[pos + 8], pos + 9
 
 
-def read_rows(conn: sqlite3.Connection, table: str, max_rows: int) -> Rows | None:
+def read_rows(conn: sqlite3.Connection, table: str, max_rows: int, max_tokens: int) -> Rows | None:
     """The table's `Rows` (inside the caller's read transaction); None when it holds more
-    than `max_rows` rows or no token at all (nothing can match: FTS5 answers at once)."""
+    than `max_rows` rows or `max_tokens` tokens (what a build reads and holds: long rows make
+    many), or no token at all (nothing can match: FTS5 answers at once)."""
     averages = conn.execute(f"SELECT block FROM main.{table}_data WHERE id = 1").fetchone()
     if averages is None:
         return None
@@ -128,7 +133,7 @@ def read_rows(conn: sqlite3.Connection, table: str, max_rows: int) -> Rows | Non
     while pos < len(averages[0]):  # one total per column
         column, pos = varint(averages[0], pos)
         tokens += column
-    if count == 0 or tokens == 0 or count > max_rows:
+    if count == 0 or tokens == 0 or count > max_rows or tokens > max_tokens:
         return None
     sizes = conn.execute(f"SELECT id, sz FROM main.{table}_docsize ORDER BY id").fetchall()
     rowids = np.fromiter((i for i, _ in sizes), np.int64, len(sizes))
@@ -176,7 +181,8 @@ def agrees(conn: sqlite3.Connection, table: str, snap: Snapshot) -> bool:
         expr = " OR ".join('"' + p.replace('"', '""') + '"' for p in phrases)
         theirs = conn.execute(f"SELECT rowid, rank FROM {table} WHERE {table} MATCH ? ORDER BY +rank, rowid LIMIT ?",
                               (expr, CHECK_DEPTH)).fetchall()
-        if [tuple(hit) for hit in theirs] != snap.top(phrases, CHECK_DEPTH):
+        ours = snap.top(phrases, CHECK_DEPTH)
+        if ours is not None and [tuple(hit) for hit in theirs] != ours:  # None: not read here, FTS5 answers
             return False
     return True
 
@@ -194,6 +200,7 @@ class ResidentFts:
         self.builders = builders
         self._held: tuple[tuple[int, int], dict[str, Snapshot]] | None = None
         self._asked: tuple[tuple[int, int] | None, int] = (None, 0)  # (stamp, times asked at it while stale)
+        self._quiet = QUIET_S  # the quiet spell the next build waits for (MAX_QUIET_S)
         self.disabled: dict[str, str] = {}  # table → why it is off for good
         self._wanted = threading.Event()
         self._stop = threading.Event()
@@ -215,7 +222,10 @@ class ResidentFts:
                 self._start()
             return None
         snap = held[1].get(table)
-        return None if snap is None else snap.top([p.replace('""', '"') for p in phrases], depth)
+        hits = None if snap is None else snap.top([p.replace('""', '"') for p in phrases], depth)
+        if hits is not None:
+            self._quiet = QUIET_S  # builds pay off: back to the short wait
+        return hits
 
     def _start(self) -> None:
         with self._lock:
@@ -244,6 +254,8 @@ class ResidentFts:
                 finally:
                     s.conn.execute("COMMIT")
             self._held = (stamp, snaps)
+            if self.db.change_stamp(wait=False) != stamp:  # stale on arrival: wasted
+                self._quiet = min(2 * self._quiet, MAX_QUIET_S)
         except Exception as err:  # noqa: BLE001 — recall keeps asking FTS5; said once per failed build
             if not self._stop.is_set():
                 log.warning("FTS indexes not held in memory (%s: %s); keyword search asks FTS5",
@@ -257,9 +269,9 @@ class ResidentFts:
         return False
 
     def _quiet_stamp(self) -> tuple[int, int] | None:
-        """The change stamp once it has stayed the same for QUIET_S (None: closed)."""
+        """The change stamp once it has stayed the same for the current quiet spell (None: closed)."""
         stamp = self.db.change_stamp(wait=False)
-        while not self._stop.wait(QUIET_S):
+        while not self._stop.wait(self._quiet):
             now = self.db.change_stamp(wait=False)
             if now is not None and now == stamp:
                 return stamp

@@ -26,6 +26,9 @@ TABLE = "memories_fts"
 INSTANCES = f"temp.{TABLE}_instances"
 #: Larger tables are left to FTS5: a build reads every trigram (~1.3 s of CPU per 10k rows).
 MAX_ROWS = 25000
+#: ... or more trigrams (one per character; ~880k at 10k rows of chat turns, 8 bytes each held,
+#: ~2 s of CPU to read per million): long rows are bounded by what they hold, not by their count.
+MAX_TOKENS = 2_500_000
 _SHIFT = 32
 _OFFSET = (1 << _SHIFT) - 1
 #: Categories of the non-ASCII characters whose FTS5 case folding is the character itself.
@@ -78,12 +81,13 @@ class TrigramSnapshot:
     def checks(self) -> list[list[str]]:
         """The three most frequent trigrams together; the most frequent alone; and a
         four-character phrase that occurs (the most frequent trigram and the one after it)."""
-        frequent = sorted(self.spans, key=lambda t: self.spans[t][0] - self.spans[t][1])[:3]
+        readable = [t for t in self.spans if fold(t) == t]
+        frequent = sorted(readable, key=lambda t: self.spans[t][0] - self.spans[t][1])[:3]
         if not frequent:
             return []
         first = self.keys[self.spans[frequent[0]][0]]
         after = next((t for t, (lo, hi) in self.spans.items() if _holds(self.keys[lo:hi], first + 1)), None)
-        longer = [[frequent[0] + after[2]]] if after and after[:2] == frequent[0][1:] else []
+        longer = [[frequent[0] + after[2]]] if after and after[:2] == frequent[0][1:] and fold(after) == after else []
         return [frequent, frequent[:1], *longer]
 
 
@@ -94,7 +98,7 @@ def _holds(keys: np.ndarray, key: int) -> bool:
 
 def build(conn: sqlite3.Connection) -> TrigramSnapshot | None:
     """The snapshot of the table (inside the caller's read transaction), or None (too large, empty)."""
-    rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS)
+    rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS, MAX_TOKENS)
     if rows is None:
         return None
     terms, (doc, offset), firsts = resident_fts.instances(conn, INSTANCES, 'doc, "offset"', rows.tokens)

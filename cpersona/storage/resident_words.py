@@ -2,8 +2,9 @@
 freshness rule and the bm25): for each term, the rows holding it and how often.
 
 A query phrase is read here only when it is one plain token — lower-case ASCII letters and
-digits, or letters without case (CJK, kana, Hangul: Unicode Lo / Lm) — which FTS5's
-unicode61 tokenizer reads as exactly that token; any other phrase sends the query to FTS5.
+digits, or kana, CJK ideographs and Hangul syllables of the blocks SQLite's own Unicode
+tables know — which FTS5's unicode61 tokenizer reads as exactly that token; any other phrase
+sends the query to FTS5.
 """
 
 from __future__ import annotations
@@ -23,18 +24,32 @@ TABLE = "memories_words"
 INSTANCES = f"temp.{TABLE}_instances"
 #: Larger tables are left to FTS5: a build reads every token (~0.7 s of CPU per 10k rows).
 MAX_ROWS = 25000
+#: ... or more tokens (each held as a posting; ~380k at 10k rows of chat turns).
+MAX_TOKENS = 1_200_000
 #: Terms checked against FTS5 after each build (the most frequent: many rows, many ties).
 CHECK_TERMS = 3
 
 _ASCII_TOKEN = re.compile(r"[a-z0-9]+")
 
 
+#: Code point ranges whose letters SQLite's unicode61 tables (Unicode 6.1) read as token
+#: characters: kana, CJK ideographs (Extension A and the unified block as of 6.1), Hangul
+#: syllables, halfwidth kana. A letter outside them may be a separator to SQLite although
+#: Python's newer tables call it a letter (New Tai Lue vowel signs are: found by a tester).
+_TOKEN_RANGES = ((0x3005, 0x3006), (0x3041, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DB5), (0x4E00, 0x9FCB),
+                 (0xAC00, 0xD7A3), (0xFF66, 0xFF9D))
+
+
 def plain_token(text: str) -> bool:
     """Whether FTS5's unicode61 tokenizer reads `text` as exactly one token equal to it (module doc)."""
     if _ASCII_TOKEN.fullmatch(text):
         return True
-    return bool(text) and all((c.isascii() and (c.islower() or c.isdigit())) or
-                              (not c.isascii() and unicodedata.category(c) in ("Lo", "Lm")) for c in text)
+    return bool(text) and all((c.isascii() and (c.islower() or c.isdigit())) or _cjk_letter(c) for c in text)
+
+
+def _cjk_letter(c: str) -> bool:
+    code = ord(c)
+    return any(lo <= code <= hi for lo, hi in _TOKEN_RANGES) and unicodedata.category(c) in ("Lo", "Lm")
 
 
 @dataclass(frozen=True)
@@ -53,13 +68,14 @@ class WordSnapshot:
         return self.rows.top([(self.docs[lo:hi], self.freqs[lo:hi]) for lo, hi in spans], depth)
 
     def checks(self) -> list[list[str]]:
-        frequent = sorted(self.spans, key=lambda t: self.spans[t][0] - self.spans[t][1])[:CHECK_TERMS]
+        readable = [t for t in self.spans if plain_token(t)]
+        frequent = sorted(readable, key=lambda t: self.spans[t][0] - self.spans[t][1])[:CHECK_TERMS]
         return [frequent, frequent[-1:]] if frequent else []
 
 
 def build(conn: sqlite3.Connection) -> WordSnapshot | None:
     """The snapshot of the table (inside the caller's read transaction), or None (too large, empty)."""
-    rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS)
+    rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS, MAX_TOKENS)
     if rows is None:
         return None
     terms, (doc,), firsts = resident_fts.instances(conn, INSTANCES, "doc", rows.tokens)  # by term, then doc

@@ -73,7 +73,8 @@ def test_the_trigram_places_rank_exactly_as_fts5(bodies, deleted, phrases, depth
 
 @pytest.mark.parametrize("text, plain", [
     ("deploy", True), ("k8s", True), ("2024", True), ("日本", True), ("カタカナー", True), ("서울", True),
-    ("Deploy", False), ("café", False), ("a-b", False), ("a_b", False), ("", False), ("ß", False), ("а", False)])
+    ("Deploy", False), ("café", False), ("a-b", False), ("a_b", False), ("", False), ("ß", False), ("а", False),
+    ("ᦂᦱ", False)])  # New Tai Lue: letters to Python, a separator inside to SQLite's older tables
 def test_only_a_text_fts5_reads_as_itself_is_a_plain_word(text, plain):
     assert resident_words.plain_token(text) is plain
 
@@ -123,3 +124,46 @@ def test_recall_uses_the_snapshots_only_at_the_files_current_state(tmp_path, mon
     finally:
         eng.close()
     assert held._thread is not None and not held._thread.is_alive()  # closing ends the builder
+
+
+def test_a_store_whose_most_frequent_words_it_cannot_read_stays_held():
+    """Words the snapshot does not read (Cyrillic: FTS5 folds case) are no check of it."""
+    rows = [(i, "привет мир друг " + ("deploy" if i % 3 == 0 else "billing")) for i in range(1, 40)]
+    for kind in (resident_words, resident_trigrams):
+        conn = table(kind, rows, [])
+        snap = kind.build(conn)
+        assert snap is not None and snap.checks() and resident_fts.agrees(conn, kind.TABLE, snap)
+        assert snap.top(["привет"], 5) is None  # asked of FTS5
+        assert snap.top(["deploy"], 5) == fts5(conn, kind.TABLE, ["deploy"], 5)
+
+
+def test_a_table_of_long_rows_is_left_to_fts5(monkeypatch):
+    """The bound is on what a build reads (tokens), not only on rows: 10 rows of 16,000
+    characters are 160,000 trigrams."""
+    conn = table(resident_trigrams, [(i, "x" * 16000) for i in range(1, 11)], [])
+    assert resident_trigrams.build(conn) is not None
+    monkeypatch.setattr(resident_trigrams, "MAX_TOKENS", 100_000)
+    assert resident_trigrams.build(conn) is None
+
+
+def test_a_build_the_file_changed_under_doubles_the_quiet_spell(tmp_path, monkeypatch):
+    monkeypatch.setattr(resident_fts, "QUIET_S", 0.01)
+    eng = make(tmp_path / "busy.db", embedder=None)
+    try:
+        eng.store("a", "deploy the billing service")
+        held = eng.db.resident_fts
+        real = held.builders[resident_words.TABLE]
+        writes = iter(range(1))
+
+        def build_while_storing(conn):
+            for i in writes:  # the first build only: another write lands while it reads
+                eng.store("a", f"a store during the build {i}")
+            return real(conn)
+
+        held.builders[resident_words.TABLE] = build_while_storing
+        expr = match_expression(["deploy"])
+        assert wait_until(lambda: held.top(resident_words.TABLE, expr, 10) is None and held._quiet == 0.02)
+        assert wait_until(lambda: held.top(resident_words.TABLE, expr, 10) is not None)  # the next build holds
+        assert held._quiet == 0.01  # an answer from memory: back to the short spell
+    finally:
+        eng.close()

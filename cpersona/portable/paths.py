@@ -16,6 +16,7 @@ folder shared with other files (CPERSONA_EXPORT_DIR=~) loses none of them.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -43,12 +44,28 @@ def confine(argument: str, raw: object, root: Path | None, own: Mapping[Path, st
             export would replace the device node).
     """
     text = validate.text(argument, raw, max_chars=4096, allow_empty=False)
+    try:
+        return _confined(argument, text, root, own or {})
+    except OSError as err:  # a name longer than the file system allows, a loop of links, …
+        raise InvalidArgument(argument, f"{text[:80]!r}{'…' if len(text) > 80 else ''} cannot be used as a path: "
+                                        f"{err.strerror or err}") from None
+
+
+#: Bytes of a file name kept free for the temporary file an export writes first (`.<name>.tmp.<pid>`).
+_TEMP_NAME_BYTES = 20
+
+
+def _confined(argument: str, text: str, root: Path | None, own: Mapping[Path, str]) -> Path:
     path = Path(text).expanduser()
     resolved = path.resolve() if root is None else (path if path.is_absolute() else root / path).resolve()
+    allowed = _name_max(resolved.parent) - _TEMP_NAME_BYTES
+    if len(os.fsencode(resolved.name)) > allowed:
+        raise InvalidArgument(argument, f"the file name is {len(os.fsencode(resolved.name))} bytes; at most {allowed} "
+                                        "fit in this folder (with the temporary file an export writes first)")
     if root is not None and resolved != root and root not in resolved.parents:
         raise InvalidArgument(argument, f"{text!r} is outside the export folder {root}; use a path inside it "
                                         "(set CPERSONA_EXPORT_DIR to choose the folder)")
-    what = (own or {}).get(resolved)
+    what = own.get(resolved)
     if what is not None:
         raise InvalidArgument(argument, f"{resolved} is {what}; name another file")
     if resolved.exists() and not (resolved.is_file() or resolved.is_dir()):
@@ -80,3 +97,13 @@ def replaceable(argument: str, path: Path) -> None:
     if not (isinstance(head, dict) and head.get("_type") == "header"):
         raise InvalidArgument(argument, f"{path} exists and is not a cpersona export; it is never replaced "
                                         "over MCP: name a new file")
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) the folder's file system allows; 255 when it cannot say."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows) or no answer for it
+        return 255

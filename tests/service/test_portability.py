@@ -77,6 +77,14 @@ def test_paths_outside_the_export_folder_are_refused(engine_none, tmp_path, bad)
     assert not (tmp_path / "outside.jsonl").exists()
 
 
+def test_a_name_the_file_system_cannot_hold_is_an_argument_error(engine_none):
+    _fill(engine_none)
+    with pytest.raises(InvalidArgument, match="output_path: the file name is 300 bytes; at most 235 fit"):
+        engine_none.export_memories("a", "x" * 300)
+    with pytest.raises(InvalidArgument, match="input_path: the file name is 300 bytes"):
+        engine_none.import_memories("x" * 300)
+
+
 def test_a_symlink_out_of_the_export_folder_is_refused(engine_none, tmp_path):
     (tmp_path / "exports").mkdir()
     (tmp_path / "exports" / "link").symlink_to(tmp_path)

@@ -264,7 +264,7 @@ class Calibration(CalibrationState):
         paused; waits for a calibration running now. Returns how many entries were removed."""
         with self._run_lock:  # a calibration of the agent running now would write it back afterwards
             dropped = self.drop_agent(agent_id)
-            if dropped and not self.pause.active():
+            if not self.pause.active():  # also when only another server's entry of the agent is in the file
                 self.persist()
         return dropped
 

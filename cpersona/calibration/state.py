@@ -108,6 +108,8 @@ class CalibrationState:
         self.fingerprint: Fingerprint | None = None  # what the applied numbers were measured with
         self.failures: dict[str, str] = {}
         self.removed: set[str] = set()
+        #: agents whose threshold this process last wrote to the store (`payload`: erased elsewhere since?)
+        self.written: set[str] = set()
         self.cleared_betas: set[str] = set()
         self.problem = ""  # sidecar-level reason the gates are heuristic (shown in recall)
         self.sidecar_state = "absent"
@@ -327,9 +329,17 @@ class CalibrationState:
     def payload(self, current: sidecar.Loaded | None = None) -> dict[str, Any]:
         """The state to store; entries another process added meanwhile to `current` (the
         stored state; read from the store when None — same fingerprint only) are carried
-        over, except for agents purged or β cleared here."""
+        over, except for agents purged or β cleared here; agents this process wrote last time
+        and another process has erased since (gone from `current`) are forgotten here too."""
+        if current is None:
+            current = self.store.load() if self.store is not None else sidecar.Loaded("absent")
+        fp = self.fingerprint or self.current_fingerprint() or Fingerprint(None, None)
+        same = current.status == "ok" and not self.stale_reason(current.data) and \
+            (current.data.get("embedding_model"), current.data.get("embedding_dim")) == (fp.model, fp.dim)
+        if same:  # (a file of another fingerprint carries none of our entries: nothing was erased)
+            for agent in self.written - set(current.data.get("agent_thresholds", {})):
+                self.drop_agent(agent)  # delete_agent_data ran in another server since we wrote it
         with self._lock:
-            fp = self.fingerprint or self.current_fingerprint() or Fingerprint(None, None)
             payload: dict[str, Any] = {
                 "format": sidecar.FORMAT, "embedding_dim": fp.dim, "embedding_model": fp.model,
                 "scoring_version": scoring_version(self.settings), "global_threshold": self.global_threshold,
@@ -341,10 +351,7 @@ class CalibrationState:
             }
             removed = set(self.removed)
             cleared = set(self.cleared_betas)
-        if current is None:
-            current = self.store.load() if self.store is not None else sidecar.Loaded("absent")
-        if current.status == "ok" and not self.stale_reason(current.data) and \
-                (current.data.get("embedding_model"), current.data.get("embedding_dim")) == (fp.model, fp.dim):
+        if same:
             for key in ("agent_thresholds", "agent_fused_gates", "agent_betas", "calibrated_rows", "cosine_z"):
                 for agent, value in current.data.get(key, {}).items():
                     if key == "agent_betas" and agent in cleared:
@@ -365,11 +372,18 @@ class CalibrationState:
         database's record). Returns '' or the error text."""
         if self.store is None:
             return "in-memory database: nothing is persisted"
-        error = self.store.save(self.payload)
+        saved: list[dict[str, Any]] = []
+
+        def build(current: sidecar.Loaded) -> dict[str, Any]:
+            saved.append(self.payload(current))
+            return saved[-1]
+
+        error = self.store.save(build)
         with self._lock:
             if error:
                 self.sidecar_error = error
                 log.warning("%s could not be written: %s", self.store.label, error)
                 return error
             self.sidecar_state, self.sidecar_error = "ok", ""
+            self.written = set(saved[-1]["agent_thresholds"]) if saved else set()
         return ""

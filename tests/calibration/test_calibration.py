@@ -237,6 +237,21 @@ def test_two_servers_saving_at_once_keep_both_entries(tmp_path):
             db.close()
 
 
+def test_an_agent_erased_by_one_server_is_not_written_back_by_another(factory):
+    """Server B calibrated x; server A (started before, so it never loaded x) erases x: the
+    file loses x, and B's next save does not write its old entry back."""
+    a, b = factory(), factory()
+    store_rows(b, session_corpus(), agent="x")
+    store_rows(b, session_corpus(), agent="y")
+    assert b.calibrate_threshold("x")["ok"]
+    assert "x" in json.loads(sidecar_path(b).read_text())["agent_thresholds"]
+    assert a.delete_agent_data("x")["ok"]
+    assert "x" not in json.loads(sidecar_path(a).read_text())["agent_thresholds"]
+    assert b.calibrate_threshold("y")["ok"]
+    assert list(json.loads(sidecar_path(b).read_text())["agent_thresholds"]) == ["y"]
+    assert b.get_recall_precision("x")["calibration"]["state"] != "calibrated"
+
+
 def test_calibration_survives_restart(calibrated, factory):
     eng, res = calibrated
     eng.close()

@@ -8,14 +8,16 @@ by at most ±w/2, so it cannot lift a summary that shares few words with the que
 one that shares more: new users found the newest of six sessions ranked third for "What did
 we do last session?" and no session at all for 前回のセッションでは何をした？. So that episode
 is put first, at the best row's score, marked with the channel "session", and the gate keeps
-it as it keeps an exact match; the other rows follow in their order. A time window ("last
-week's meeting") is not a session reference. None of the benchmark sets holds episodes: no
-set moves.
+it as it keeps an exact match; the other rows follow in their order. Only a conversation
+counts — "last session / conversation / chat", "last time we talked", 前回の会話, 前回は何を…;
+not a time window ("last week"), a call, a talk or a value (前回の値), which a tester found
+pinned an unrelated summary. None of the benchmark sets holds episodes: no set moves.
 """
 
 from __future__ import annotations
 
 import re
+import time
 
 from cpersona.retrieval.candidate import PROFILE, Candidate
 from cpersona.storage import Session
@@ -25,21 +27,32 @@ from cpersona.util.time import parse_ts
 
 #: The channel name a pinned session row carries (match_reason.retrievers with verbose).
 CHANNEL = "session"
-_NOUN = r"(session|conversation|chat|meeting|call|talk)"
-_LAST = re.compile(rf"\b(last|previous|latest|most recent|prior)\s+{_NOUN}\b|\blast time (we|you|i)\b"
-                   r"|前回|前のセッション|最後のセッション|直近のセッション|この前の(会話|セッション)", re.IGNORECASE)
-_FIRST = re.compile(rf"\b(first|earliest|initial)\s+{_NOUN}\b|最初のセッション|初回", re.IGNORECASE)
+#: A conversation with the agent (not a phone call, a talk at a conference or a meeting of people).
+_NOUN = r"(session|conversation|chat)"
+_LAST = re.compile(rf"\b(last|previous|latest|most recent|prior)\s+{_NOUN}\b"
+                   r"|\blast time (we|you and i) (talked|spoke|chatted)\b"
+                   r"|前回(の)?(セッション|会話)|前回(は|に)?何を|前の(セッション|会話)|最後の(セッション|会話)"
+                   r"|直近の(セッション|会話)|この前の(セッション|会話)", re.IGNORECASE)
+_FIRST = re.compile(rf"\b(first|earliest|initial)\s+{_NOUN}\b|最初の(セッション|会話)|初回の(セッション|会話)",
+                    re.IGNORECASE)
+#: An episode dated further ahead than this (seconds) is a wrong clock, not the last session.
+FUTURE_SLACK_S = 86400.0
 
 
 def direction(query: str) -> int:
-    """+1 when the question is about the newest session, −1 about the first, else 0."""
-    return -1 if _FIRST.search(query) else 1 if _LAST.search(query) else 0
+    """+1 when the question is about the newest session, −1 about the first, else 0 (also
+    when it names both: "compare our first session with the last one" needs both)."""
+    last, first = bool(_LAST.search(query)), bool(_FIRST.search(query))
+    return 0 if last == first else 1 if last else -1
 
 
 def episode(session: Session, scope: Scope, sign: int) -> EpisodeRow | None:
     """The scope's newest (sign > 0) or oldest episode by its time (start, else archived;
-    parsed: stored offsets differ); equal times by id. None without a dated episode."""
-    dated = [(ts, row_id) for row_id, raw in session.episodes.dated(scope) if (ts := parse_ts(raw)) is not None]
+    parsed: stored offsets differ; one dated more than a day ahead is left out); equal times
+    by id. None without a dated episode."""
+    latest = time.time() + FUTURE_SLACK_S
+    dated = [(ts, row_id) for row_id, raw in session.episodes.dated(scope)
+             if (ts := parse_ts(raw)) is not None and ts.timestamp() <= latest]
     if not dated:
         return None
     _, row_id = max(dated) if sign > 0 else min(dated)

@@ -22,7 +22,11 @@ SESSIONS = [  # summary, its turns' time (offsets differ: compared after parsing
     ("What did we do last session?", 1), ("what did we talk about in our previous conversation", 1),
     ("前回のセッションでは何をした？", 1), ("前回は何を決めた？", 1), ("Summarise the latest session", 1),
     ("What was our first session about?", -1), ("最初のセッションの内容は？", -1),
-    ("What did we do last week?", 0), ("What is the latest version of the API?", 0), ("Which session fixed it?", 0)])
+    ("What did we do last week?", 0), ("What is the latest version of the API?", 0), ("Which session fixed it?", 0),
+    ("Last time I checked, which Postgres version did we run?", 0), ("the first call to the billing API", 0),
+    ("What was the latest call volume?", 0), ("Who gave the first talk at PyCon?", 0), ("初回ログインの手順は？", 0),
+    ("前回の値はいくつ？", 0), ("compare our first session with the last session", 0),
+    ("What did we discuss last time we talked?", 1), ("前回の会話の要点は？", 1)])
 def test_a_question_about_a_session_is_recognised(query, sign):
     assert sessions.direction(query) == sign
 
@@ -60,3 +64,10 @@ def test_other_questions_and_filters_are_left_to_the_ranking(eng):
     assert best(engine, "billing database migration invoice") == f"ep:{ids[0]}"  # its own words, no pin
     out = engine.recall(RecallRequest("a", "What did we do last session?", source_id="nobody"))
     assert all(not m["ref"].startswith("ep:") for m in out["messages"])  # a source filter hides episodes
+
+
+def test_an_episode_dated_years_ahead_is_not_the_last_session(eng):
+    engine, ids = eng
+    engine.archive_episode("a", "a summary from a wrong clock",
+                           history=[{"role": "user", "content": "x", "timestamp": "2999-01-01T00:00:00+00:00"}])
+    assert best(engine, "What did we do last session?") == f"ep:{ids[2]}"

@@ -156,22 +156,29 @@ def instances(conn: sqlite3.Connection, table: str, columns: str,
     column asked for, the indexes where a new term starts). Read CHUNK rows at a time into
     arrays of the `expected` size (the table's tokens: one instance each), so a build never
     holds every row as Python objects (~25 times the memory of the arrays)."""
-    cursor = conn.execute(f"SELECT term, {columns} FROM {table}")
     arrays = [np.empty(expected, np.int64) for _ in columns.split(",")]
-    terms: list[str] = []
+    raw: list[bytes] = []
     starts: list[int] = []
     n = 0
-    while chunk := cursor.fetchmany(CHUNK):
-        names, *others = zip(*chunk)
-        for i, name in enumerate(names):
-            if not terms or name != terms[-1]:
-                terms.append(name)
-                starts.append(n + i)
-        if n + len(chunk) > arrays[0].size:
-            arrays = [np.resize(a, 2 * (n + len(chunk))) for a in arrays]
-        for array, values in zip(arrays, others):
-            array[n:n + len(chunk)] = values
-        n += len(chunk)
+    factory = conn.text_factory
+    conn.text_factory = bytes  # FTS5 cuts a token at 32,768 bytes, maybe inside a character: not UTF-8
+    try:
+        cursor = conn.execute(f"SELECT term, {columns} FROM {table}")
+        while chunk := cursor.fetchmany(CHUNK):
+            names, *others = zip(*chunk)
+            for i, name in enumerate(names):
+                if not raw or name != raw[-1]:
+                    raw.append(name)
+                    starts.append(n + i)
+            if n + len(chunk) > arrays[0].size:
+                arrays = [np.resize(a, 2 * (n + len(chunk))) for a in arrays]
+            for array, values in zip(arrays, others):
+                array[n:n + len(chunk)] = values
+            n += len(chunk)
+    finally:
+        conn.text_factory = factory
+    # a cut token decodes with U+FFFD: no query phrase this module reads holds one
+    terms = [name.decode("utf-8", "replace") for name in raw]
     return terms, tuple(a if a.size == n else a[:n].copy() for a in arrays), starts
 
 
@@ -257,9 +264,10 @@ class ResidentFts:
             if self.db.change_stamp(wait=False) != stamp:  # stale on arrival: wasted
                 self._quiet = min(2 * self._quiet, MAX_QUIET_S)
         except Exception as err:  # noqa: BLE001 — recall keeps asking FTS5; said once per failed build
+            self._quiet = min(2 * self._quiet, MAX_QUIET_S)  # a build that fails again would cost as much again
             if not self._stop.is_set():
-                log.warning("FTS indexes not held in memory (%s: %s); keyword search asks FTS5",
-                            type(err).__name__, err)
+                log.warning("FTS indexes not held in memory (%s: %s); keyword search asks FTS5; next try after "
+                            "%.0f s of quiet", type(err).__name__, err, self._quiet)
 
     def _checked(self, conn: sqlite3.Connection, table: str, snap: Snapshot) -> bool:
         if agrees(conn, table, snap):

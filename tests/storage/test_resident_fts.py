@@ -167,3 +167,30 @@ def test_a_build_the_file_changed_under_doubles_the_quiet_spell(tmp_path, monkey
         assert held._quiet == 0.01  # an answer from memory: back to the short spell
     finally:
         eng.close()
+
+
+def test_a_token_fts5_cut_inside_a_character_is_read():
+    """FTS5 cuts a token at 32,768 bytes, here inside a 3-byte Thai letter: its vocabulary then
+    holds text that is not UTF-8, which a build must read rather than fail on every time."""
+    conn = table(resident_words, [(1, "ก" * 11000), (2, "deploy billing"), (3, "deploy")], [])
+    snap = resident_words.build(conn)
+    assert snap is not None and snap.top(["deploy"], 5) == fts5(conn, resident_words.TABLE, ["deploy"], 5)
+
+
+def test_a_failed_build_doubles_the_quiet_spell(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(resident_fts, "QUIET_S", 0.01)
+    eng = make(tmp_path / "fail.db", embedder=None)
+    try:
+        eng.store("a", "deploy the billing service")
+        held = eng.db.resident_fts
+
+        def broken(conn):
+            raise sqlite3.OperationalError("Could not decode to UTF-8 column 'term'")
+
+        held.builders[resident_words.TABLE] = broken
+        expr = match_expression(["deploy"])
+        with caplog.at_level(logging.WARNING, logger=resident_fts.__name__):
+            assert wait_until(lambda: held.top(resident_words.TABLE, expr, 10) is None and held._quiet >= 0.02)
+        assert "next try after" in caplog.text
+    finally:
+        eng.close()

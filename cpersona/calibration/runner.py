@@ -213,6 +213,8 @@ class Calibration(CalibrationState):
                 self.thresholds[req.agent_id] = threshold
                 self.failures.pop(req.agent_id, None)
                 self.removed.discard(req.agent_id)
+                self.fresh.add(req.agent_id)  # measured now: kept over an erasure another server recorded before
+                self.erased.pop(req.agent_id, None)
             else:
                 self.global_threshold = threshold
             self.fingerprint = fp

@@ -52,6 +52,8 @@ ROWS_RANGE = (0.0, 1e12)
 #: A threshold's distance from the mean of random pairs, in their standard deviations.
 Z_RANGE = (-1000.0, 1000.0)
 _NUMBERS = ("global_threshold", "global_fused_gate")
+#: Erased agents remembered in the file (`erased_agents`: agent → UTC time), newest kept.
+MAX_ERASED = 1000
 
 
 def path_for(db_file: Path | None) -> Path | None:
@@ -116,6 +118,9 @@ def validate(data: Any) -> str:
         value = data.get(key)
         if value is not None and (problem := _out_of_range(key, value, ranges[key])):
             return problem
+    erased = data.get("erased_agents", {})
+    if not isinstance(erased, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in erased.items()):
+        return "erased_agents is not an object of agent → time"
     dim = data.get("embedding_dim")
     if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or not 0 < dim <= MAX_DIM):
         return f"embedding_dim is not an integer in [1, {MAX_DIM}]"

@@ -108,8 +108,11 @@ class CalibrationState:
         self.fingerprint: Fingerprint | None = None  # what the applied numbers were measured with
         self.failures: dict[str, str] = {}
         self.removed: set[str] = set()
-        #: agents whose threshold this process last wrote to the store (`payload`: erased elsewhere since?)
-        self.written: set[str] = set()
+        #: agents erased here (delete_agent_data) → when: written to the store's `erased_agents` at the
+        #: next save, so another server drops its entry of them instead of writing it back
+        self.erased: dict[str, str] = {}
+        #: agents calibrated here since the last save: an older erasure in the store does not drop them
+        self.fresh: set[str] = set()
         self.cleared_betas: set[str] = set()
         self.problem = ""  # sidecar-level reason the gates are heuristic (shown in recall)
         self.sidecar_state = "absent"
@@ -291,14 +294,18 @@ class CalibrationState:
         return out
 
     # ------------------------------------------------------------ write side
-    def drop_agent(self, agent_id: str) -> int:
-        """Forget the agent's threshold, gate, β and failure; returns how many were held."""
+    def drop_agent(self, agent_id: str, erased_here: bool = True) -> int:
+        """Forget the agent's threshold, gate, β and failure; returns how many were held.
+        `erased_here`: this process erased it (recorded for the store's `erased_agents`)."""
         with self._lock:
             dropped = 0
             for table in (self.thresholds, self.gates, self.betas, self.failures, self.calibrated_rows, self.cosine_z):
                 if table.pop(agent_id, None) is not None:
                     dropped += 1
-            self.removed.add(agent_id)
+            if erased_here:
+                self.removed.add(agent_id)
+                self.erased[agent_id] = datetime.now(UTC).isoformat()
+                self.fresh.discard(agent_id)
         return dropped
 
     def set_beta(self, agent_id: str, beta: float | None) -> BetaSnapshot:
@@ -329,16 +336,16 @@ class CalibrationState:
     def payload(self, current: sidecar.Loaded | None = None) -> dict[str, Any]:
         """The state to store; entries another process added meanwhile to `current` (the
         stored state; read from the store when None — same fingerprint only) are carried
-        over, except for agents purged or β cleared here; agents this process wrote last time
-        and another process has erased since (gone from `current`) are forgotten here too."""
+        over, except for agents purged or β cleared here; agents another process erased
+        (`erased_agents` of `current`) are forgotten here too unless calibrated here since."""
         if current is None:
             current = self.store.load() if self.store is not None else sidecar.Loaded("absent")
         fp = self.fingerprint or self.current_fingerprint() or Fingerprint(None, None)
         same = current.status == "ok" and not self.stale_reason(current.data) and \
             (current.data.get("embedding_model"), current.data.get("embedding_dim")) == (fp.model, fp.dim)
-        if same:  # (a file of another fingerprint carries none of our entries: nothing was erased)
-            for agent in self.written - set(current.data.get("agent_thresholds", {})):
-                self.drop_agent(agent)  # delete_agent_data ran in another server since we wrote it
+        erased = {a: t for a, t in current.data.get("erased_agents", {}).items() if a not in self.fresh} if same else {}
+        for agent in erased:
+            self.drop_agent(agent, erased_here=False)  # delete_agent_data ran in another server
         with self._lock:
             payload: dict[str, Any] = {
                 "format": sidecar.FORMAT, "embedding_dim": fp.dim, "embedding_model": fp.model,
@@ -358,8 +365,11 @@ class CalibrationState:
                         continue
                     if key in ("calibrated_rows", "cosine_z") and self._measured_here(agent, payload):
                         continue  # this process measured it: an absent entry is deliberate (own arguments, no z)
-                    if agent not in removed and agent not in payload[key]:
+                    if agent not in removed and agent not in erased and agent not in payload[key]:
                         payload[key][agent] = value
+        with self._lock:
+            recent = sorted({**erased, **self.erased}.items(), key=lambda kv: kv[1])[-sidecar.MAX_ERASED:]
+        payload["erased_agents"] = dict(recent)
         return payload
 
     @staticmethod
@@ -372,18 +382,14 @@ class CalibrationState:
         database's record). Returns '' or the error text."""
         if self.store is None:
             return "in-memory database: nothing is persisted"
-        saved: list[dict[str, Any]] = []
-
-        def build(current: sidecar.Loaded) -> dict[str, Any]:
-            saved.append(self.payload(current))
-            return saved[-1]
-
-        error = self.store.save(build)
+        error = self.store.save(self.payload)
         with self._lock:
             if error:
                 self.sidecar_error = error
                 log.warning("%s could not be written: %s", self.store.label, error)
                 return error
             self.sidecar_state, self.sidecar_error = "ok", ""
-            self.written = set(saved[-1]["agent_thresholds"]) if saved else set()
+            self.fresh.clear()  # the store holds them now; an erasure written after this one wins
+            self.erased.clear()  # … and the store carries ours (`erased_agents`) to the other servers
+            self.removed.clear()
         return ""

@@ -252,6 +252,35 @@ def test_an_agent_erased_by_one_server_is_not_written_back_by_another(factory):
     assert b.get_recall_precision("x")["calibration"]["state"] != "calibrated"
 
 
+def test_an_agent_calibrated_again_after_an_erase_elsewhere_is_kept(factory):
+    b, a = factory(), factory()
+    store_rows(b, session_corpus(), agent="x")
+    assert b.calibrate_threshold("x")["ok"]
+    assert a.delete_agent_data("x")["ok"]
+    store_rows(b, session_corpus(), agent="x")  # the agent comes back with new rows
+    res = b.calibrate_threshold("x")
+    assert res["ok"] and res["sidecar_persisted"]
+    data = json.loads(sidecar_path(b).read_text())
+    assert "x" in data["agent_thresholds"] and "x" not in data["erased_agents"]
+    assert b.get_recall_precision("x")["calibration"]["state"] == "calibrated"
+
+
+def test_entries_a_server_of_other_settings_left_out_are_no_erasure(factory):
+    """D (other ranking settings) rewrites the file without B's entries, A (B's settings)
+    rewrites it after D: B's next save keeps B's own calibrations and adds A's."""
+    b, a = factory(), factory()
+    store_rows(b, session_corpus(), agent="x")
+    store_rows(b, session_corpus(), agent="y")
+    store_rows(b, session_corpus(), agent="z")
+    assert b.calibrate_threshold("x")["ok"] and b.calibrate_threshold("y")["ok"]
+    d = factory(neighbour_weight=0.3)
+    assert d.calibrate_threshold("y")["ok"]
+    assert a.calibrate_threshold("z")["ok"]
+    assert b.calibrate_threshold("y")["ok"]
+    assert set(json.loads(sidecar_path(b).read_text())["agent_thresholds"]) == {"x", "y", "z"}
+    assert b.get_recall_precision("x")["calibration"]["state"] == "calibrated"
+
+
 def test_calibration_survives_restart(calibrated, factory):
     eng, res = calibrated
     eng.close()

@@ -33,9 +33,11 @@ def export_root(export_dir: str, db_file: Path | None) -> Path:
     return (base / "exports").resolve()
 
 
-def confine(argument: str, raw: object, root: Path | None, own: Mapping[Path, str] | None = None) -> Path:
+def confine(argument: str, raw: object, root: Path | None, own: Mapping[Path, str] | None = None,
+            written: bool = False) -> Path:
     """The path `raw` names, resolved; inside `root` unless `root` is None (CLI), and none
-    of `own` (resolved path → what it is, e.g. "this server's database file").
+    of `own` (resolved path → what it is, e.g. "this server's database file"). `written`: the
+    call writes the file (through a temporary file whose longer name must fit too).
 
     Raises:
         InvalidArgument: not a non-empty string, outside `root`, one of `own`, or an existing
@@ -45,7 +47,7 @@ def confine(argument: str, raw: object, root: Path | None, own: Mapping[Path, st
     """
     text = validate.text(argument, raw, max_chars=4096, allow_empty=False)
     try:
-        return _confined(argument, text, root, own or {})
+        return _confined(argument, text, root, own or {}, _TEMP_NAME_BYTES if written else 0)
     except OSError as err:  # a name longer than the file system allows, a loop of links, …
         raise InvalidArgument(argument, f"{text[:80]!r}{'…' if len(text) > 80 else ''} cannot be used as a path: "
                                         f"{err.strerror or err}") from None
@@ -55,13 +57,14 @@ def confine(argument: str, raw: object, root: Path | None, own: Mapping[Path, st
 _TEMP_NAME_BYTES = 20
 
 
-def _confined(argument: str, text: str, root: Path | None, own: Mapping[Path, str]) -> Path:
+def _confined(argument: str, text: str, root: Path | None, own: Mapping[Path, str], spare: int) -> Path:
     path = Path(text).expanduser()
     resolved = path.resolve() if root is None else (path if path.is_absolute() else root / path).resolve()
-    allowed = _name_max(resolved.parent) - _TEMP_NAME_BYTES
+    allowed = _name_max(resolved.parent) - spare
     if len(os.fsencode(resolved.name)) > allowed:
+        why = " (with the temporary file an export writes first)" if spare else ""
         raise InvalidArgument(argument, f"the file name is {len(os.fsencode(resolved.name))} bytes; at most {allowed} "
-                                        "fit in this folder (with the temporary file an export writes first)")
+                                        f"fit in this folder{why}")
     if root is not None and resolved != root and root not in resolved.parents:
         raise InvalidArgument(argument, f"{text!r} is outside the export folder {root}; use a path inside it "
                                         "(set CPERSONA_EXPORT_DIR to choose the folder)")

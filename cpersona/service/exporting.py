@@ -72,7 +72,8 @@ class ExportService(ServiceBase):
         """
         agent = validate.identifier("agent_id", agent_id)
         with_vectors = validate.boolean("include_embeddings", include_embeddings)
-        path = confine("output_path", output_path, self.export_root() if confined else None, self.own_files())
+        path = confine("output_path", output_path, self.export_root() if confined else None, self.own_files(),
+                       written=True)
         if path.is_dir():
             raise InvalidArgument("output_path", f"{path} is a folder; name the file to write")
         if confined:

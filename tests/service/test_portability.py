@@ -81,8 +81,10 @@ def test_a_name_the_file_system_cannot_hold_is_an_argument_error(engine_none):
     _fill(engine_none)
     with pytest.raises(InvalidArgument, match="output_path: the file name is 300 bytes; at most 235 fit"):
         engine_none.export_memories("a", "x" * 300)
-    with pytest.raises(InvalidArgument, match="input_path: the file name is 300 bytes"):
+    with pytest.raises(InvalidArgument, match="input_path: the file name is 300 bytes; at most 255 fit in this fold"):
         engine_none.import_memories("x" * 300)
+    missing = engine_none.import_memories("x" * 250)  # a name that fits: only the file is missing
+    assert missing["ok"] is False and missing["error"].endswith("does not exist")
 
 
 def test_a_symlink_out_of_the_export_folder_is_refused(engine_none, tmp_path):

@@ -30,6 +30,7 @@ import logging
 import math
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -208,6 +209,7 @@ class ResidentFts:
         self._held: tuple[tuple[int, int], dict[str, Snapshot]] | None = None
         self._asked: tuple[tuple[int, int] | None, int] = (None, 0)  # (stamp, times asked at it while stale)
         self._quiet = QUIET_S  # the quiet spell the next build waits for (MAX_QUIET_S)
+        self._build_s = 0.0  # how long the last build took: a shorter quiet spell would not outlast one
         self.disabled: dict[str, str] = {}  # table → why it is off for good
         self._wanted = threading.Event()
         self._stop = threading.Event()
@@ -251,6 +253,7 @@ class ResidentFts:
                 self._build(stamp)  # (recalls that found it stale while it was building ask again: once is enough)
 
     def _build(self, stamp: tuple[int, int]) -> None:
+        started = time.monotonic()
         try:
             with self.db.read() as s:
                 s.conn.execute("BEGIN")  # one state of the file for every table
@@ -261,6 +264,7 @@ class ResidentFts:
                 finally:
                     s.conn.execute("COMMIT")
             self._held = (stamp, snaps)
+            self._build_s = time.monotonic() - started
             if self.db.change_stamp(wait=False) != stamp:  # stale on arrival: wasted
                 self._quiet = min(2 * self._quiet, MAX_QUIET_S)
         except Exception as err:  # noqa: BLE001 — recall keeps asking FTS5; said once per failed build
@@ -277,9 +281,10 @@ class ResidentFts:
         return False
 
     def _quiet_stamp(self) -> tuple[int, int] | None:
-        """The change stamp once it has stayed the same for the current quiet spell (None: closed)."""
+        """The change stamp once it has stayed the same for the current quiet spell, and at
+        least as long as the last build took (None: closed)."""
         stamp = self.db.change_stamp(wait=False)
-        while not self._stop.wait(self._quiet):
+        while not self._stop.wait(min(max(self._quiet, self._build_s), MAX_QUIET_S)):
             now = self.db.change_stamp(wait=False)
             if now is not None and now == stamp:
                 return stamp

@@ -356,7 +356,7 @@ async def recall_queries(server: McpServer, queries: list[dict], limit: int, row
 #: Seconds to let the server finish what its first recalls started in the background: the
 #: FTS indexes held in memory are built once the file has been quiet for 0.5 s (~2 s of CPU
 #: at 10k rows: cpersona/storage/resident_fts.py); until then recall asks FTS5.
-WARM_SETTLE_S = 5.0
+WARM_SETTLE_S = 8.0
 
 
 async def warm_up(server: McpServer, agent_id: str, n: int = 3) -> None:

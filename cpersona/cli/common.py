@@ -47,15 +47,16 @@ def table(*args: Any, **kwargs: Any):
     return Table(*args, **kwargs)
 
 
-def positive_int(text: str) -> int:
+def positive_int(text: str, most: int | None = None) -> int:
     """argparse type: an integer ≥ 1 (a listing or recall of 0 rows shows nothing, which reads
-    as an empty store)."""
+    as an empty store), at most `most` when given."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < 1 or (most is not None and value > most):
+        bounds = f"between 1 and {most}" if most is not None else "at least 1"
+        raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")
     return value
 
 

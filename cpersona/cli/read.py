@@ -14,6 +14,7 @@ service's answers as they are (per agent, worst → best, as the tool returns th
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from typing import Any
 
 from cpersona.cli.common import (
@@ -31,6 +32,7 @@ from cpersona.cli.common import (
     wait_for_model,
 )
 from cpersona.config import Settings
+from cpersona.policy.validate import MAX_LIMIT
 from cpersona.service.recall import WITHHELD_WHY
 
 
@@ -252,7 +254,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "tool lists them best last, as the original CPersona did).")
     p.add_argument("text", help="the query")
     p.add_argument("--agent", help="the agent (default: every agent in turn)")
-    p.add_argument("--limit", type=positive_int, help="matches per agent (default 5, at most 100)")
+    p.add_argument("--limit", type=partial(positive_int, most=MAX_LIMIT),
+                   help=f"matches per agent (default 5, at most {MAX_LIMIT})")
     p.add_argument("--project", help="project id ('' = global pool only)")
     p.add_argument("--deep", action="store_true", help="the nearest rows even when none clearly answers the query")
     p.add_argument("--verbose", action="store_true", help="every channel's score in match_reason (with --json)")

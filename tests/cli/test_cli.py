@@ -59,6 +59,8 @@ def test_store_list_recall_stats(cli):
     assert "note: agent 'kia' has no memories" in cli("recall", "staging", "--agent", "kia")[1]  # a misspelt agent
     status, _, err = cli("list", "--limit", "0")  # 0 rows would read as an empty store
     assert status == 2 and "--limit: must be at least 1, got 0" in err
+    status, _, err = cli("recall", "staging", "--limit", "101")
+    assert status == 2 and "--limit: must be between 1 and 100, got 101" in err
 
     status, out, _ = cli("stats")
     assert status == 0

@@ -39,7 +39,7 @@ pytest.register_assert_rewrite("backends")
 from backends import PG_FILES, EnginePlaces, pg_rows  # noqa: E402 — after the rewrite registration
 
 #: The `backend` / `where` / `db` fixtures (tests/backends.py): one test, both storage backends.
-pytest_plugins = ("backends",)
+pytest_plugins = ("backends", "calibration_fixtures")
 
 #: Seconds one spawned MCP scenario may take before the test fails (hang guard, not a timing assertion).
 MCP_SCENARIO_TIMEOUT = 90

@@ -3,18 +3,20 @@ order and scores FTS5 gives (`fts_top.prefixes`), without FTS5 reading and scori
 match. The word index (`resident_words.py`) and the memories' trigram index
 (`resident_trigrams.py`) are held; this module has what they share.
 
-Why: at 10k rows each keyword MATCH of a recall costs ~3 ms of CPU (FTS5 reads every
-phrase's doclist twice — to match, and to count it for the idf — and looks up each matching
-row's size): the two MATCHes were the largest part of a recall.
+Why: at 10k rows each keyword MATCH of a recall costs ~3 ms of CPU, at 100k ~30 ms (FTS5
+reads every phrase's doclist twice — to match, and to count it for the idf — and looks up
+each matching row's size): the two MATCHes were the largest part of a recall.
 
 What is held is read from FTS5 itself, never re-derived: the index's own tokens, rows and
-positions (its `fts5vocab` 'instance' table), each row's token count (`<table>_docsize`)
+positions (its `fts5vocab` 'row' and 'instance' tables: `instances`), each row's token
+count (`<table>_docsize`)
 and the row and token totals of its averages record (what its bm25 uses). A snapshot is
 rebuilt whole in a background thread; it answers only when it was built at the file's
 current change stamp (`Database.change_stamp`: this process's writes and any other
 connection's commits), so an answer never comes from an older state of the file. Until the
 rebuild — started when recall has found the snapshot stale more than ASKED_BEFORE_BUILD
-times at one stamp, once the file has been quiet for QUIET_S — recall asks FTS5.
+times at one stamp, once the file has been quiet for QUIET_S (and as long as the last build
+took: ~0.4 s of CPU at 10k rows, ~6 s at 100k) — recall asks FTS5.
 
 bm25 exactly as FTS5 computes it (sqlite/ext/fts5/fts5_aux.c, fts5Bm25Function, k1 = 1.2,
 b = 0.75): for each phrase i in query order, idf_i = ln((N − n_i + 0.5) / (n_i + 0.5)), 1e-6
@@ -57,8 +59,14 @@ ASKED_BEFORE_BUILD = 2
 #: twice as long a quiet spell, up to this many seconds; a build that answers resets it. Steady
 #: writes every second or so (another process storing) made builds back to back, a core busy.
 MAX_QUIET_S = 60.0
-#: Rows of an 'instance' table read at a time by a build.
-CHUNK = 16384
+#: Tables of more rows are left to FTS5 (a row costs 16 bytes held and a docsize read; each
+#: index also bounds the tokens it holds: resident_trigrams / resident_words MAX_TOKENS).
+MAX_ROWS = 150_000
+#: Instances a build reads per query (as text, ~16 bytes each).
+CHUNK = 1 << 20
+#: A trigram instance's key: row position << SHIFT | token offset (`instances`).
+SHIFT = 32
+OFFSET = (1 << SHIFT) - 1
 #: Matches compared with FTS5 after each build, per check query.
 CHECK_DEPTH = 40
 
@@ -151,36 +159,89 @@ def _row_tokens(sizes: bytes | None) -> int:
     return total
 
 
-def instances(conn: sqlite3.Connection, table: str, columns: str,
-              expected: int) -> tuple[list[str], tuple[np.ndarray, ...], list[int]]:
-    """An 'instance' fts5vocab table's rows in term order: (terms, one int64 array per other
-    column asked for, the indexes where a new term starts). Read CHUNK rows at a time into
-    arrays of the `expected` size (the table's tokens: one instance each), so a build never
-    holds every row as Python objects (~25 times the memory of the arrays)."""
-    arrays = [np.empty(expected, np.int64) for _ in columns.split(",")]
-    raw: list[bytes] = []
-    starts: list[int] = []
-    n = 0
+def instances(conn: sqlite3.Connection, terms_table: str, instances_table: str, rowids: np.ndarray,
+              offsets: bool) -> tuple[list[str], np.ndarray, list[int]]:
+    """An FTS5 index's instances in its term order: (terms, one int64 key per instance, the
+    index where each term's instances start). A key is the instance's row position in
+    `rowids` (the table's, ascending), shifted left SHIFT bits and or-ed with its token offset
+    when `offsets`; a term's keys ascend.
+
+    The terms and their instance counts come from the 'row' fts5vocab table `terms_table`; the
+    instances are read as one `group_concat` per range of about CHUNK of them and parsed by
+    numpy (~5 times faster than a row per instance; a build never holds them as Python
+    objects, and converts a range before reading the next). Raises RuntimeError when a range
+    does not hold the instances its counts promise, names a row without a size, or a term's
+    instances do not ascend (the index changed under the read, or fts5vocab scanned in another
+    order): the build fails and recall asks FTS5."""
     factory = conn.text_factory
     conn.text_factory = bytes  # FTS5 cuts a token at 32,768 bytes, maybe inside a character: not UTF-8
     try:
-        cursor = conn.execute(f"SELECT term, {columns} FROM {table}")
-        while chunk := cursor.fetchmany(CHUNK):
-            names, *others = zip(*chunk)
-            for i, name in enumerate(names):
-                if not raw or name != raw[-1]:
-                    raw.append(name)
-                    starts.append(n + i)
-            if n + len(chunk) > arrays[0].size:
-                arrays = [np.resize(a, 2 * (n + len(chunk))) for a in arrays]
-            for array, values in zip(arrays, others):
-                array[n:n + len(chunk)] = values
-            n += len(chunk)
+        counted = conn.execute(f"SELECT term, cnt FROM {terms_table}").fetchall()
     finally:
         conn.text_factory = factory
-    # a cut token decodes with U+FFFD: no query phrase this module reads holds one
-    terms = [name.decode("utf-8", "replace") for name in raw]
-    return terms, tuple(a if a.size == n else a[:n].copy() for a in arrays), starts
+    firsts = np.zeros(len(counted) + 1, np.int64)
+    np.cumsum(np.fromiter((cnt for _, cnt in counted), np.int64, len(counted)), out=firsts[1:])
+    keys = np.empty(int(firsts[-1]), np.int64)
+    places = _places(rowids)
+    for a, b, lo, hi in _ranges(counted, firsts):
+        keys[firsts[a]:firsts[b]] = _read(conn, instances_table, places, offsets, (lo, hi), firsts[a:b + 1] - firsts[a])
+    # a cut token decodes with U+FFFD: no query phrase a snapshot reads holds one
+    return [name.decode("utf-8", "replace") for name, _ in counted], keys, firsts[:-1].tolist()
+
+
+def _ranges(counted: list[tuple[bytes, int]], firsts: np.ndarray) -> list[tuple[int, int, str | None, str | None]]:
+    """Term ranges of about CHUNK instances: (first term index, end index, lowest term or None,
+    the term bounding it above or None). A bound is a term that is valid UTF-8 (it is passed
+    as text; SQLite and FTS5 both order terms by their bytes)."""
+    starts = [0]
+    for i in range(1, len(counted)):
+        if firsts[i] - firsts[starts[-1]] >= CHUNK and _utf8(counted[i][0]):
+            starts.append(i)
+    names = [None, *(counted[i][0].decode("utf-8") for i in starts[1:]), None]
+    ends = [*starts[1:], len(counted)]
+    return [(a, b, names[k], names[k + 1]) for k, (a, b) in enumerate(zip(starts, ends))]
+
+
+def _utf8(term: bytes) -> bool:
+    try:
+        term.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _places(rowids: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """rowids → their row positions (−1: no such row). Rowids of a table are mostly dense
+    (1 up to a few times the count): an array indexed by rowid, else a binary search."""
+    if rowids.size and int(rowids[-1]) <= 4 * rowids.size + 1_000_000:
+        table = np.full(int(rowids[-1]) + 1, -1, np.int64)
+        table[rowids] = np.arange(rowids.size)
+        return lambda docs: np.where(docs < table.size, table[np.minimum(docs, table.size - 1)], -1)
+
+    def search(docs: np.ndarray) -> np.ndarray:
+        at = np.minimum(np.searchsorted(rowids, docs), max(rowids.size - 1, 0))
+        return np.where(rowids[at] == docs, at, -1) if rowids.size else np.full(docs.size, -1)
+    return search
+
+
+def _read(conn: sqlite3.Connection, table: str, places: Callable[[np.ndarray], np.ndarray], offsets: bool,
+          bounds: tuple[str | None, str | None], starts: np.ndarray) -> np.ndarray:
+    """The keys (`instances`) of the terms in [lo, hi) = `bounds`, whose instances start at
+    `starts` (relative; the last entry is their total); `places` from `_places`."""
+    where = [w for w, bound in zip(("term >= ?", "term < ?"), bounds) if bound is not None]
+    columns = ['group_concat(doc)', *(['group_concat("offset")'] if offsets else [])]
+    sql = f"SELECT count(*), {', '.join(columns)} FROM {table}" + (f" WHERE {' AND '.join(where)}" if where else "")
+    n, *texts = conn.execute(sql, [b for b in bounds if b is not None]).fetchone()
+    docs, *offset = [np.fromstring(t, dtype=np.int64, sep=",") if n else np.empty(0, np.int64) for t in texts]
+    if n != starts[-1] or docs.size != n or any(o.size != n for o in offset):
+        raise RuntimeError(f"{table}: {docs.size} instances read where its terms count {starts[-1]}")
+    rows = places(docs)
+    keys = (rows << SHIFT) | offset[0] if offsets else rows
+    steps = np.diff(keys) < 0
+    steps[starts[1:-1] - 1] = False  # a new term starts over
+    if steps.any() or (n and rows.min() < 0):
+        raise RuntimeError(f"{table}: instances out of order, or of rows without a size")
+    return keys
 
 
 def agrees(conn: sqlite3.Connection, table: str, snap: Snapshot) -> bool:

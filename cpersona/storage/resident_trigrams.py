@@ -22,15 +22,15 @@ from cpersona.storage import resident_fts
 from cpersona.storage.fts_top import Hits
 
 TABLE = "memories_fts"
-#: The temp fts5vocab 'instance' table every connection declares (search.install_vocab).
-INSTANCES = f"temp.{TABLE}_instances"
-#: Larger tables are left to FTS5: a build reads every trigram (~1.3 s of CPU per 10k rows).
-MAX_ROWS = 25000
-#: ... or more trigrams (one per character; ~880k at 10k rows of chat turns, 8 bytes each held,
-#: ~2 s of CPU to read per million): long rows are bounded by what they hold, not by their count.
-MAX_TOKENS = 2_500_000
-_SHIFT = 32
-_OFFSET = (1 << _SHIFT) - 1
+#: The temp fts5vocab tables every connection declares (search.install_vocab): 'row' (each
+#: term's instance count) and 'instance'.
+TERMS, INSTANCES = f"temp.{TABLE}_vocab", f"temp.{TABLE}_instances"
+#: Larger tables are left to FTS5: a build reads every trigram (~0.35 s of CPU per million,
+#: ~0.85 M at 10k rows of chat turns or the SCALE corpus, 8.6 M at its 100k) and holds 8 bytes
+#: for each: 12 M trigrams is ~100 MB held.
+MAX_ROWS = resident_fts.MAX_ROWS
+MAX_TOKENS = 12_000_000
+_SHIFT, _OFFSET = resident_fts.SHIFT, resident_fts.OFFSET
 #: Categories of the non-ASCII characters whose FTS5 case folding is the character itself.
 _UNCASED = frozenset({"Lo", "Lm", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Zs"})
 
@@ -101,7 +101,6 @@ def build(conn: sqlite3.Connection) -> TrigramSnapshot | None:
     rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS, MAX_TOKENS)
     if rows is None:
         return None
-    terms, (doc, offset), firsts = resident_fts.instances(conn, INSTANCES, 'doc, "offset"', rows.tokens)
-    keys = (np.searchsorted(rows.rowids, doc).astype(np.int64) << _SHIFT) | offset
+    terms, keys, firsts = resident_fts.instances(conn, TERMS, INSTANCES, rows.rowids, offsets=True)
     bounds = [*firsts, keys.size]
     return TrigramSnapshot(rows, {term: (bounds[k], bounds[k + 1]) for k, term in enumerate(terms)}, keys)

@@ -20,12 +20,14 @@ from cpersona.storage import resident_fts
 from cpersona.storage.fts_top import Hits
 
 TABLE = "memories_words"
-#: The temp fts5vocab 'instance' table every connection declares (search.install_vocab).
-INSTANCES = f"temp.{TABLE}_instances"
-#: Larger tables are left to FTS5: a build reads every token (~0.7 s of CPU per 10k rows).
-MAX_ROWS = 25000
-#: ... or more tokens (each held as a posting; ~380k at 10k rows of chat turns).
-MAX_TOKENS = 1_200_000
+#: The temp fts5vocab tables every connection declares (search.install_vocab): 'row' (each
+#: term's instance count) and 'instance'.
+TERMS, INSTANCES = f"temp.{TABLE}_vocab", f"temp.{TABLE}_instances"
+#: Larger tables are left to FTS5: a build reads every token (~0.3 s of CPU per million,
+#: ~0.38 M at 10k rows of chat turns, 3.8 M at the SCALE corpus's 100k) and holds at most
+#: 8 bytes for each (a posting: row position and count, int32).
+MAX_ROWS = resident_fts.MAX_ROWS
+MAX_TOKENS = 6_000_000
 #: Terms checked against FTS5 after each build (the most frequent: many rows, many ties).
 CHECK_TERMS = 3
 
@@ -78,13 +80,13 @@ def build(conn: sqlite3.Connection) -> WordSnapshot | None:
     rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS, MAX_TOKENS)
     if rows is None:
         return None
-    terms, (doc,), firsts = resident_fts.instances(conn, INSTANCES, "doc", rows.tokens)  # by term, then doc
+    terms, doc, firsts = resident_fts.instances(conn, TERMS, INSTANCES, rows.rowids, offsets=False)  # row positions
     n = doc.size
     new_pair = np.ones(n, bool)  # one posting per run of equal (term, doc)
     new_pair[1:] = doc[1:] != doc[:-1]
     new_pair[firsts] = True
     starts = np.flatnonzero(new_pair)
-    freqs = np.diff(np.append(starts, n)).astype(np.float64)
+    freqs = np.diff(np.append(starts, n)).astype(np.int32)  # made doubles exactly by bm25's arithmetic
     bounds = np.append(np.searchsorted(starts, firsts), starts.size).tolist()
     spans = {term: (bounds[k], bounds[k + 1]) for k, term in enumerate(terms)}
-    return WordSnapshot(rows, spans, np.searchsorted(rows.rowids, doc[starts]), freqs)
+    return WordSnapshot(rows, spans, doc[starts].astype(np.int32), freqs)

@@ -31,6 +31,7 @@ def table(kind, rows: list[tuple[int, str]], deleted: list[int]) -> sqlite3.Conn
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.execute(f"CREATE VIRTUAL TABLE {kind.TABLE} USING fts5(body, tokenize='{tokenizer}')")
     conn.execute(f"CREATE VIRTUAL TABLE {kind.INSTANCES} USING fts5vocab(main, {kind.TABLE}, 'instance')")
+    conn.execute(f"CREATE VIRTUAL TABLE {kind.TERMS} USING fts5vocab(main, {kind.TABLE}, 'row')")
     conn.executemany(f"INSERT INTO {kind.TABLE}(rowid, body) VALUES (?, ?)", rows)
     conn.executemany(f"DELETE FROM {kind.TABLE} WHERE rowid = ?", [(i,) for i in deleted])
     return conn
@@ -175,6 +176,40 @@ def test_a_token_fts5_cut_inside_a_character_is_read():
     conn = table(resident_words, [(1, "ก" * 11000), (2, "deploy billing"), (3, "deploy")], [])
     snap = resident_words.build(conn)
     assert snap is not None and snap.top(["deploy"], 5) == fts5(conn, resident_words.TABLE, ["deploy"], 5)
+
+
+@pytest.mark.parametrize("kind", [resident_words, resident_trigrams])
+def test_a_build_read_in_many_term_ranges_ranks_as_fts5(kind, monkeypatch):
+    """A build reads the instances a term range at a time (CHUNK each); with ranges of a few
+    instances, bounds fall on every kind of term — a cut token (not UTF-8) never bounds one."""
+    monkeypatch.setattr(resident_fts, "CHUNK", 3)
+    rows = [(i * 2 + 1, " ".join(VOCAB[(i * k) % len(VOCAB)] for k in range(1, 6))) for i in range(40)]
+    conn = table(kind, [*rows, (200, "ก" * 11000 + " deploy")], [])
+    snap = kind.build(conn)
+    assert snap is not None and resident_fts.agrees(conn, kind.TABLE, snap)
+    for phrases in (["deploy"], ["alpha", "カタカナー"], ["gamma", "2024", "ひらがな"], ["beta"]):
+        assert snap.top(phrases, 10) == fts5(conn, kind.TABLE, phrases, 10)
+
+
+@pytest.mark.parametrize("kind", [resident_words, resident_trigrams])
+def test_sparse_rowids_are_placed_by_search(kind):
+    """Rowids far above the row count (an import that kept large ids) are placed by a binary
+    search, not by an array as long as the largest rowid."""
+    conn = table(kind, [(5, "deploy alpha"), (10**12, "deploy beta"), (2 * 10**12, "alpha")], [])
+    snap = kind.build(conn)
+    assert snap is not None
+    for phrases in (["deploy"], ["alpha"], ["beta", "alpha"]):
+        assert snap.top(phrases, 10) == fts5(conn, kind.TABLE, phrases, 10)
+
+
+def test_a_build_that_reads_other_instances_than_counted_fails():
+    """The 'row' table's counts and the 'instance' rows read must agree, or the build fails
+    (recall asks FTS5) rather than holding terms over the wrong places."""
+    conn = table(resident_words, [(1, "alpha beta"), (2, "beta")], [])
+    conn.execute(f"DROP TABLE {resident_words.TERMS}")  # counts of another state of the index
+    conn.execute(f"CREATE TABLE {resident_words.TERMS} AS SELECT 'alpha' AS term, 1 AS cnt UNION ALL SELECT 'beta', 3")
+    with pytest.raises(RuntimeError, match="instances read"):
+        resident_words.build(conn)
 
 
 def test_a_failed_build_doubles_the_quiet_spell(tmp_path, monkeypatch, caplog):

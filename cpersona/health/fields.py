@@ -16,7 +16,7 @@ from typing import Any
 
 from cpersona.health.model import Context, Issue, row_issue, sample
 from cpersona.util.text import normalize_source
-from cpersona.util.time import parse_ts
+from cpersona.util.time import utc_text
 
 #: Sources classified (and repaired) per run.
 MAX_SOURCES = 1000
@@ -25,11 +25,9 @@ NAMED = re.compile(r"^\[([^\]\n]{1,100})\] ")
 _CANONICAL_TYPES = ("User", "Agent", "System")
 
 
-def aware_utc(text: str | None) -> str | None:
-    """The instant `text` names, as `YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00`; a time without
-    an offset is read as UTC (SQLite's `datetime('now')` form). None when unparseable."""
-    value = parse_ts(text)
-    return value.isoformat() if value is not None else None
+#: The instant a text names, as `YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00`; a time without an
+#: offset is read as UTC (SQLite's `datetime('now')` form). None when unparseable.
+aware_utc = utc_text
 
 
 def to_utc(text: str) -> str | None:

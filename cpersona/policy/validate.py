@@ -7,10 +7,11 @@ them touches the database, so a rejected call changes nothing.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal, overload
 
 from cpersona.errors import InvalidArgument
-from cpersona.util.time import parse_ts
+from cpersona.util.time import parse_ts, utc_text
 
 #: Longest accepted identifier (agent_id, project_id, channel, msg_id, source_id).
 MAX_ID_CHARS = 512
@@ -86,12 +87,22 @@ def boolean(argument: str, value: Any) -> bool:
     return value
 
 
+#: The end of a time already in UTC.
+_UTC_SUFFIX = re.compile(r"(Z|[+-]00:?00)$")
+
+
 def timestamp(argument: str, value: Any) -> str:
-    """An ISO-8601 timestamp (e.g. 2026-11-29T10:00:00Z); naive means UTC."""
+    """An ISO-8601 timestamp (e.g. 2026-11-29T10:00:00Z; naive means UTC). A UTC time
+    (`Z`, `+00:00`) is returned as given; any other is returned as the same instant in UTC,
+    `YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00` (the form the server writes for "now"), so that
+    stored times compare as text in time order: listings and the scan window order by the
+    text, and a `+09:00` time beside UTC ones would sort up to 9 h off (the health check
+    `timestamp_format_drift`). An instant outside years 1–9999 in UTC is kept as given.
+    Raises InvalidArgument naming `argument` for anything else."""
     text(argument, value, max_chars=MAX_TIMESTAMP_CHARS)
     if parse_ts(value) is None:
         raise InvalidArgument(argument, f"must be an ISO-8601 timestamp like 2026-11-29T10:00:00Z, got {value!r}")
-    return value
+    return value if _UTC_SUFFIX.search(value.strip()) else utc_text(value) or value
 
 
 def json_object(argument: str, value: Any, *, max_chars: int) -> str:

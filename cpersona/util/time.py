@@ -27,6 +27,19 @@ def parse_ts(text: str | None) -> datetime | None:
         return edge.replace(tzinfo=UTC)
 
 
+def utc_text(text: str | None) -> str | None:
+    """The instant `text` names as `YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00` (a time without an
+    offset read as UTC, as `parse_ts` does); None when it is not ISO-8601 or its UTC instant
+    falls outside years 1–9999."""
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+    except (ValueError, OverflowError):
+        return None
+
+
 def utc_now_iso() -> str:
     """Server time for a caller timestamp: `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`."""
     return datetime.now(UTC).isoformat()

@@ -8,6 +8,7 @@ from cpersona.errors import InvalidArgument
 from cpersona.retrieval.pipeline import RecallRequest
 
 from conftest import db_counts, db_rows, run_mcp
+from health_helpers import find, raw
 
 OK_TS = "2026-11-29T10:00:00Z"
 
@@ -100,11 +101,32 @@ def test_metadata_limit_follows_setting(make_engine):
     assert res["result"] == "rejected" and res["reason"].startswith("message.metadata:") and "50" in res["reason"]
 
 
-@pytest.mark.parametrize("ts", ["2026-11-29T10:00:00Z", "2026-11-29T10:00:00+09:00", "2026-11-29T10:00:00", "2026-11-29"])
-def test_iso_timestamps_are_accepted_verbatim(engine_none, ts):
+@pytest.mark.parametrize(("ts", "stored"), [
+    ("2026-11-29T10:00:00Z", "2026-11-29T10:00:00Z"), ("2026-11-29T10:00:00+00:00", "2026-11-29T10:00:00+00:00"),
+    ("2026-11-29T10:00:00+09:00", "2026-11-29T01:00:00+00:00"), ("2026-11-29T10:00:00", "2026-11-29T10:00:00+00:00"),
+    ("2026-11-29", "2026-11-29T00:00:00+00:00"), ("0001-01-01T00:00:00+14:00", "0001-01-01T00:00:00+14:00")])
+def test_iso_timestamps_are_stored_as_their_utc_instant(engine_none, ts, stored):
+    """UTC times verbatim; any other offset, or none (read as UTC), as the same instant in UTC;
+    an instant before year 1 in UTC as given."""
     res = engine_none.store("a", f"ts row {ts}", timestamp=ts)
     assert res["result"] == "stored"
-    assert db_rows(engine_none.db.path, "SELECT timestamp FROM memories WHERE id = ?", (res["id"],)) == [(ts,)]
+    assert db_rows(engine_none.db.path, "SELECT timestamp FROM memories WHERE id = ?", (res["id"],)) == [(stored,)]
+
+
+def test_offset_timestamps_beside_server_times_are_no_drift(engine_none):
+    """A +09:00 time stored beside server-stamped ones: the health check finds no mix of
+    timestamp forms to repair (found by a new user: `degraded` after normal use), and text
+    order is time order (`recall_with_context` sorts by the text)."""
+    engine_none.store("a", "stored now")
+    engine_none.store("a", "tokyo evening", timestamp="2026-10-12T22:00:00+09:00")  # 13:00Z
+    engine_none.store("a", "utc afternoon", timestamp="2026-10-12T14:00:00Z")
+    stamps = dict(db_rows(engine_none.db.path, "SELECT content, timestamp FROM memories"))
+    assert stamps["tokyo evening"] < stamps["utc afternoon"] < stamps["stored now"]
+    assert not find(engine_none.check_health(checks=["timestamp_format_drift"]), "timestamp_format_drift")
+    engine_none.store("a", "naive morning", timestamp="2026-10-12T09:00:00")
+    # what the original wrote (a time stored with its offset): the check still finds that
+    raw(engine_none, "UPDATE memories SET timestamp = '2026-10-12T09:00:00+09:00' WHERE content = 'naive morning'")
+    assert find(engine_none.check_health(checks=["timestamp_format_drift"]), "timestamp_format_drift")
 
 
 def test_agent_id_empty_string_is_writable(engine_none):

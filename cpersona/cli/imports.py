@@ -44,6 +44,9 @@ def import_command(settings: Settings, args: argparse.Namespace) -> int:
         return fail("import", f"--from-db {args.from_db}: no such file")
     if args.from_db and not is_sqlite(Path(args.from_db)):
         return fail("import", f"--from-db {args.from_db}: not a SQLite database file")
+    target = settings.db_file
+    if args.dry_run and not settings.db_url and target is not None and not target.exists():
+        settings = settings.model_copy(update={"db_path": ":memory:"})  # a dry run creates no file: an empty store
     return run_on_engine("import", settings, args.json, lambda engine, tick: engine.import_memories(
         args.from_db or args.file, args.agent, args.dry_run, confined=False, progress=tick), _summary,
         must_exist=False)

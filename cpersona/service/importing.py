@@ -201,8 +201,8 @@ class ImportService(ExportService):
             parts.append(f"{tally.unsound} vectors dropped: not of the model's dimension, not finite, or not of unit "
                          "length (a damaged file); their rows are embedded again.")
         if tally.without_vectors:
-            parts.append(f"{tally.without_vectors} imported rows have no vector yet and are found by keyword only "
-                         f"until {self._who_embeds()}.")
+            parts.append(f"{tally.without_vectors} of the imported memories and episodes have no vector yet and "
+                         f"are found by keyword only until {self._who_embeds()}.")
         return " ".join(parts)
 
     def _who_embeds(self) -> str:

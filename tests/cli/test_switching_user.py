@@ -65,7 +65,7 @@ def test_an_export_with_vectors_restores_them_into_a_new_database(cli, tmp_path,
 def test_an_imported_database_says_its_rows_need_vectors_and_plain_reembed_gives_them(cli, tmp_path, fake_embed):
     old = _original(tmp_path)
     status, out, _ = cli("import", "--from-db", str(old))  # mode none: no task is queued
-    assert status == 0 and "10 imported rows have no vector yet" in out and "`cpersona reembed`" in out
+    assert status == 0 and "10 of the imported memories and episodes have no vector yet" in out and "`cpersona reembed`" in out
     assert db_rows(cli.db, "SELECT COUNT(*) FROM pending_memory_tasks") == [(0,)]
     http = {"CPERSONA_EMBEDDING_MODE": "http", "CPERSONA_EMBEDDING_URL": fake_embed.url}
     status, out, _ = cli("recall", "deploy", "--agent", "kai", **http)

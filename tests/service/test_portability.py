@@ -137,7 +137,7 @@ def test_a_restore_into_a_new_database_records_the_model_and_keeps_the_vectors(h
     assert (fresh.stats()["stored_model"], fresh.stats()["stored_dim"]) == (model, 512)
     assert db_rows(fresh.settings.db_path, "SELECT COUNT(*) FROM memories WHERE embedding IS NULL") == [(0,)]
     # only the episode (exports carry no episode vectors) waits for one, and the answer says so
-    assert out["without_vectors"] == 1 and "1 imported rows have no vector yet" in out["vector_note"]
+    assert out["without_vectors"] == 1 and "1 of the imported memories and episodes have no vector yet" in out["vector_note"]
     assert "vectors dropped" not in out["vector_note"]
 
 

@@ -212,11 +212,15 @@ def _utf8(term: bytes) -> bool:
 
 def _places(rowids: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """rowids → their row positions (−1: no such row). Rowids of a table are mostly dense
-    (1 up to a few times the count): an array indexed by rowid, else a binary search."""
-    if rowids.size and int(rowids[-1]) <= 4 * rowids.size + 1_000_000:
+    (1 up to a few times the count): an array indexed by rowid, else (also for negative
+    rowids, which SQLite allows) a binary search."""
+    if rowids.size and int(rowids[0]) >= 0 and int(rowids[-1]) <= 4 * rowids.size + 1_000_000:
         table = np.full(int(rowids[-1]) + 1, -1, np.int64)
         table[rowids] = np.arange(rowids.size)
-        return lambda docs: np.where(docs < table.size, table[np.minimum(docs, table.size - 1)], -1)
+
+        def index(docs: np.ndarray) -> np.ndarray:
+            return np.where((docs >= 0) & (docs < table.size), table[np.clip(docs, 0, table.size - 1)], -1)
+        return index
 
     def search(docs: np.ndarray) -> np.ndarray:
         at = np.minimum(np.searchsorted(rowids, docs), max(rowids.size - 1, 0))

@@ -196,6 +196,16 @@ def test_sparse_rowids_are_placed_by_search(kind):
     """Rowids far above the row count (an import that kept large ids) are placed by a binary
     search, not by an array as long as the largest rowid."""
     conn = table(kind, [(5, "deploy alpha"), (10**12, "deploy beta"), (2 * 10**12, "alpha")], [])
+    check_rowids(kind, conn)
+
+
+@pytest.mark.parametrize("kind", [resident_words, resident_trigrams])
+def test_negative_rowids_are_placed_by_search(kind):
+    """SQLite allows negative rowids (a row inserted with id -5): never an array index."""
+    check_rowids(kind, table(kind, [(-7, "deploy alpha"), (-2, "alpha beta"), (3, "deploy"), (4, "beta")], []))
+
+
+def check_rowids(kind, conn):
     snap = kind.build(conn)
     assert snap is not None
     for phrases in (["deploy"], ["alpha"], ["beta", "alpha"]):

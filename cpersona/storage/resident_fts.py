@@ -159,55 +159,71 @@ def _row_tokens(sizes: bytes | None) -> int:
     return total
 
 
-def instances(conn: sqlite3.Connection, terms_table: str, instances_table: str, rowids: np.ndarray,
-              offsets: bool) -> tuple[list[str], np.ndarray, list[int]]:
-    """An FTS5 index's instances in its term order: (terms, one int64 key per instance, the
-    index where each term's instances start). A key is the instance's row position in
-    `rowids` (the table's, ascending), shifted left SHIFT bits and or-ed with its token offset
-    when `offsets`; a term's keys ascend.
+def too_many_terms(conn: sqlite3.Connection, terms_table: str, max_terms: int) -> bool:
+    """Whether the index behind the 'row' fts5vocab table `terms_table` has more distinct terms."""
+    return conn.execute(f"SELECT count(*) FROM {terms_table}").fetchone()[0] > max_terms
 
-    The terms and their instance counts come from the 'row' fts5vocab table `terms_table`; the
-    instances are read as one `group_concat` per range of about CHUNK of them and parsed by
-    numpy (~5 times faster than a row per instance; a build never holds them as Python
-    objects, and converts a range before reading the next). Raises RuntimeError when a range
-    does not hold the instances its counts promise, names a row without a size, or a term's
-    instances do not ascend (the index changed under the read, or fts5vocab scanned in another
-    order): the build fails and recall asks FTS5."""
+
+def term_list(conn: sqlite3.Connection, terms_table: str, max_terms: int) -> tuple[list[bytes], np.ndarray] | None:
+    """The terms of an FTS5 index (bytes, in its term order) and their instance counts, read
+    from its 'row' fts5vocab table `terms_table`; None when it holds more than `max_terms`
+    (each held as a Python object: ~250 bytes)."""
+    if too_many_terms(conn, terms_table, max_terms):
+        return None
     factory = conn.text_factory
     conn.text_factory = bytes  # FTS5 cuts a token at 32,768 bytes, maybe inside a character: not UTF-8
     try:
         counted = conn.execute(f"SELECT term, cnt FROM {terms_table}").fetchall()
     finally:
         conn.text_factory = factory
-    firsts = np.zeros(len(counted) + 1, np.int64)
-    np.cumsum(np.fromiter((cnt for _, cnt in counted), np.int64, len(counted)), out=firsts[1:])
+    return [term for term, _ in counted], np.fromiter((cnt for _, cnt in counted), np.int64, len(counted))
+
+
+def instances(conn: sqlite3.Connection, instances_table: str, counts: np.ndarray, bound: Callable[[int], str | None],
+              rowids: np.ndarray, offsets: bool) -> tuple[np.ndarray, np.ndarray]:
+    """An FTS5 index's instances in its term order: (one int64 key per instance, the index
+    where each term's instances start, with their total last). `counts` are the terms'
+    instance counts in term order; `bound(i)` is term i as text, or None when it cannot bound
+    a range (not UTF-8). A key is the instance's row position in `rowids` (the table's,
+    ascending), shifted left SHIFT bits and or-ed with its token offset when `offsets`; a
+    term's keys ascend.
+
+    The instances are read as one `group_concat` per range of about CHUNK of them and parsed
+    by numpy (~5 times faster than a row per instance; a build never holds them as Python
+    objects, and converts a range before reading the next). Raises RuntimeError when a range
+    does not hold the instances its counts promise, names a row without a size, or a term's
+    instances do not ascend (the index changed under the read, or fts5vocab scanned in another
+    order): the build fails and recall asks FTS5."""
+    firsts = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=firsts[1:])
     keys = np.empty(int(firsts[-1]), np.int64)
     places = _places(rowids)
-    for a, b, lo, hi in _ranges(counted, firsts):
+    for a, b, lo, hi in _ranges(firsts, bound):
         keys[firsts[a]:firsts[b]] = _read(conn, instances_table, places, offsets, (lo, hi), firsts[a:b + 1] - firsts[a])
-    # a cut token decodes with U+FFFD: no query phrase a snapshot reads holds one
-    return [name.decode("utf-8", "replace") for name, _ in counted], keys, firsts[:-1].tolist()
+    return keys, firsts
 
 
-def _ranges(counted: list[tuple[bytes, int]], firsts: np.ndarray) -> list[tuple[int, int, str | None, str | None]]:
+def _ranges(firsts: np.ndarray, bound: Callable[[int], str | None]) -> list[tuple[int, int, str | None, str | None]]:
     """Term ranges of about CHUNK instances: (first term index, end index, lowest term or None,
-    the term bounding it above or None). A bound is a term that is valid UTF-8 (it is passed
-    as text; SQLite and FTS5 both order terms by their bytes)."""
-    starts = [0]
-    for i in range(1, len(counted)):
-        if firsts[i] - firsts[starts[-1]] >= CHUNK and _utf8(counted[i][0]):
+    the term bounding it above or None). A bound is passed as text (SQLite and FTS5 both order
+    terms by their bytes)."""
+    starts: list[int] = [0]
+    names: list[str | None] = [None]
+    for i in range(1, firsts.size - 1):
+        if firsts[i] - firsts[starts[-1]] >= CHUNK and (name := bound(i)) is not None:
             starts.append(i)
-    names = [None, *(counted[i][0].decode("utf-8") for i in starts[1:]), None]
-    ends = [*starts[1:], len(counted)]
+            names.append(name)
+    names.append(None)
+    ends = [*starts[1:], firsts.size - 1]
     return [(a, b, names[k], names[k + 1]) for k, (a, b) in enumerate(zip(starts, ends))]
 
 
-def _utf8(term: bytes) -> bool:
+def utf8(term: bytes) -> str | None:
+    """`term` decoded, or None when it is not UTF-8 (a token FTS5 cut inside a character)."""
     try:
-        term.decode("utf-8")
+        return term.decode("utf-8")
     except UnicodeDecodeError:
-        return False
-    return True
+        return None
 
 
 def _places(rowids: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -280,6 +296,7 @@ class ResidentFts:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._reading: sqlite3.Connection | None = None  # the connection a build reads
 
     def top(self, table: str, expr: str, depth: int) -> Hits | None:
         """FTS5's `depth` best matches of `expr` in `table`, or None: ask FTS5."""
@@ -290,6 +307,9 @@ class ResidentFts:
         if stamp is None:
             return None
         if held is None or held[0] != stamp:
+            with self._lock:  # a snapshot of another state never answers again: free it
+                if held is not None and self._held is held:
+                    self._held = None
             count = self._asked[1] + 1 if self._asked[0] == stamp else 1
             self._asked = (stamp, count)
             if count > ASKED_BEFORE_BUILD:
@@ -319,16 +339,21 @@ class ResidentFts:
 
     def _build(self, stamp: tuple[int, int]) -> None:
         started = time.monotonic()
+        with self._lock:
+            self._held = None  # stale (or it would not be rebuilt): not held beside the new one
         try:
             with self.db.read() as s:
+                self._reading = s.conn  # `close` interrupts it
                 s.conn.execute("BEGIN")  # one state of the file for every table
                 try:
                     built = {t: build(s.conn) for t, build in self.builders.items() if t not in self.disabled}
                     snaps = {t: snap for t, snap in built.items()
                              if snap is not None and self._checked(s.conn, t, snap)}
                 finally:
+                    self._reading = None
                     s.conn.execute("COMMIT")
-            self._held = (stamp, snaps)
+            with self._lock:
+                self._held = (stamp, snaps)
             self._build_s = time.monotonic() - started
             if self.db.change_stamp(wait=False) != stamp:  # stale on arrival: wasted
                 self._quiet = min(2 * self._quiet, MAX_QUIET_S)
@@ -361,6 +386,9 @@ class ResidentFts:
         most `wait_s`, so the connection it reads is not closed under it)."""
         self._stop.set()
         self._wanted.set()
+        reading = self._reading
+        if reading is not None:
+            reading.interrupt()  # a build stops at its next SQLite step, not after reading everything
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(wait_s)

@@ -30,6 +30,9 @@ TERMS, INSTANCES = f"temp.{TABLE}_vocab", f"temp.{TABLE}_instances"
 #: for each: 12 M trigrams is ~100 MB held.
 MAX_ROWS = resident_fts.MAX_ROWS
 MAX_TOKENS = 12_000_000
+#: ... or more distinct trigrams (16 bytes each held; text of random characters has about one
+#: per character, natural text far fewer: 16k at the SCALE corpus's 100k rows).
+MAX_TERMS = 4_000_000
 _SHIFT, _OFFSET = resident_fts.SHIFT, resident_fts.OFFSET
 #: Categories of the non-ASCII characters whose FTS5 case folding is the character itself.
 _UNCASED = frozenset({"Lo", "Lm", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Zs"})
@@ -50,10 +53,13 @@ def fold(phrase: str) -> str | None:
 
 @dataclass(frozen=True)
 class TrigramSnapshot:
-    """Trigram t's places are `keys[lo:hi]` for (lo, hi) = `spans[t]`."""
+    """The places of the trigram whose `code` is codes[t] are keys[starts[t]:starts[t + 1]];
+    `codes` ascend (term order). Codes, not strings: a store of random characters holds about
+    as many distinct trigrams as characters, and a Python string per trigram costs ~250 bytes."""
 
     rows: resident_fts.Rows
-    spans: dict[str, tuple[int, int]]
+    codes: np.ndarray
+    starts: np.ndarray
     keys: np.ndarray
 
     def top(self, phrases: list[str], depth: int) -> Hits | None:
@@ -62,12 +68,18 @@ class TrigramSnapshot:
             return None
         return self.rows.top([self._occurrences(f) for f in folded if f is not None], depth)
 
+    def _places(self, trigram: str) -> np.ndarray | None:
+        at = int(np.searchsorted(self.codes, code(trigram)))
+        if at == self.codes.size or int(self.codes[at]) != code(trigram):
+            return None
+        return self.keys[self.starts[at]:self.starts[at + 1]]
+
     def _occurrences(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(row positions holding `text`, ascending; occurrences in each)."""
-        spans = [self.spans.get(text[i:i + 3]) for i in range(len(text) - 2)]
-        if any(s is None for s in spans):
+        found = [self._places(text[i:i + 3]) for i in range(len(text) - 2)]
+        if any(p is None for p in found):
             return np.empty(0, np.int64), np.empty(0)
-        places = [self.keys[lo:hi] for lo, hi in spans]  # type: ignore[misc]
+        places: list[np.ndarray] = found  # type: ignore[assignment]
         rarest = min(range(len(places)), key=lambda j: places[j].size)
         starts = places[rarest][(places[rarest] & _OFFSET) >= rarest] - rarest
         for j, keys in enumerate(places):
@@ -79,28 +91,53 @@ class TrigramSnapshot:
         return docs, counts.astype(np.float64)
 
     def checks(self) -> list[list[str]]:
-        """The three most frequent trigrams together; the most frequent alone; and a
+        """The three most frequent readable trigrams together; the most frequent alone; and a
         four-character phrase that occurs (the most frequent trigram and the one after it)."""
-        readable = [t for t in self.spans if fold(t) == t]
-        frequent = sorted(readable, key=lambda t: self.spans[t][0] - self.spans[t][1])[:3]
+        sizes = np.diff(self.starts)
+        frequent: list[str] = []
+        for t in np.argsort(-sizes, kind="stable")[:1000].tolist():  # the first readable ones
+            if fold(text := trigram(int(self.codes[t]))) == text:
+                frequent.append(text)
+                if len(frequent) == 3:
+                    break
         if not frequent:
             return []
-        first = self.keys[self.spans[frequent[0]][0]]
-        after = next((t for t, (lo, hi) in self.spans.items() if _holds(self.keys[lo:hi], first + 1)), None)
+        first = self._places(frequent[0])[0]  # type: ignore[index]
+        at = np.flatnonzero(self.keys == first + 1)
+        after = trigram(int(self.codes[np.searchsorted(self.starts, at[0], "right") - 1])) if at.size else None
         longer = [[frequent[0] + after[2]]] if after and after[:2] == frequent[0][1:] and fold(after) == after else []
         return [frequent, frequent[:1], *longer]
 
 
-def _holds(keys: np.ndarray, key: int) -> bool:
-    at = int(np.searchsorted(keys, key))
-    return at < keys.size and int(keys[at]) == key
+def code(text: str) -> int:
+    """A trigram as one integer (21 bits per code point): codes ascend as FTS5 orders terms
+    (UTF-8 byte order is code point order)."""
+    return (ord(text[0]) << 42) | (ord(text[1]) << 21) | ord(text[2])
+
+
+def trigram(value: int) -> str:
+    """The trigram of a `code`."""
+    return chr(value >> 42) + chr((value >> 21) & 0x1FFFFF) + chr(value & 0x1FFFFF)
+
+
+#: Every term of the 'row' table as its `code` (SQLite's unicode() / substr() count code
+#: points), its instance count, and the shortest and longest term (all must be trigrams).
+_CODES = ("SELECT group_concat((unicode(substr(term, 1, 1)) << 42) | (unicode(substr(term, 2, 1)) << 21) "
+          "| unicode(substr(term, 3, 1))), group_concat(cnt), count(*), min(length(term)), max(length(term)) "
+          f"FROM {TERMS}")
 
 
 def build(conn: sqlite3.Connection) -> TrigramSnapshot | None:
-    """The snapshot of the table (inside the caller's read transaction), or None (too large, empty)."""
+    """The snapshot of the table (inside the caller's read transaction), or None (too large, empty).
+    Raises RuntimeError when a term is not three characters or the codes do not ascend."""
     rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS, MAX_TOKENS)
-    if rows is None:
+    if rows is None or resident_fts.too_many_terms(conn, TERMS, MAX_TERMS):
         return None
-    terms, keys, firsts = resident_fts.instances(conn, TERMS, INSTANCES, rows.rowids, offsets=True)
-    bounds = [*firsts, keys.size]
-    return TrigramSnapshot(rows, {term: (bounds[k], bounds[k + 1]) for k, term in enumerate(terms)}, keys)
+    codes_text, counts_text, n, shortest, longest = conn.execute(_CODES).fetchone()
+    codes = np.fromstring(codes_text, dtype=np.int64, sep=",") if n else np.empty(0, np.int64)
+    counts = np.fromstring(counts_text, dtype=np.int64, sep=",") if n else np.empty(0, np.int64)
+    if n and (shortest != 3 or longest != 3 or codes.size != n or counts.size != n or np.any(np.diff(codes) <= 0)):
+        raise RuntimeError(f"{TERMS}: terms that are not trigrams in code point order")
+    keys, starts = resident_fts.instances(conn, INSTANCES, counts, lambda i: trigram(int(codes[i])), rows.rowids,
+                                          offsets=True)
+    return TrigramSnapshot(rows, codes, starts, keys)

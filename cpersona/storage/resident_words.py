@@ -28,6 +28,11 @@ TERMS, INSTANCES = f"temp.{TABLE}_vocab", f"temp.{TABLE}_instances"
 #: 8 bytes for each (a posting: row position and count, int32).
 MAX_ROWS = resident_fts.MAX_ROWS
 MAX_TOKENS = 6_000_000
+#: ... or more distinct terms (each a Python string and a dict entry, ~250 bytes: ~100 MB);
+#: natural text repeats its words, text of random characters (or CJK bigrams) may not.
+MAX_TERMS = 400_000
+#: FTS5 cuts a token at this many bytes (query tokens too): a longer query word goes to FTS5.
+MAX_TOKEN_BYTES = 32768
 #: Terms checked against FTS5 after each build (the most frequent: many rows, many ties).
 CHECK_TERMS = 3
 
@@ -64,7 +69,7 @@ class WordSnapshot:
     freqs: np.ndarray
 
     def top(self, phrases: list[str], depth: int) -> Hits | None:
-        if not all(plain_token(p) for p in phrases):
+        if not all(plain_token(p) and len(p.encode("utf-8")) < MAX_TOKEN_BYTES for p in phrases):
             return None
         spans = [self.spans.get(p, (0, 0)) for p in phrases]
         return self.rows.top([(self.docs[lo:hi], self.freqs[lo:hi]) for lo, hi in spans], depth)
@@ -80,7 +85,15 @@ def build(conn: sqlite3.Connection) -> WordSnapshot | None:
     rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS, MAX_TOKENS)
     if rows is None:
         return None
-    terms, doc, firsts = resident_fts.instances(conn, TERMS, INSTANCES, rows.rowids, offsets=False)  # row positions
+    listed = resident_fts.term_list(conn, TERMS, MAX_TERMS)
+    if listed is None:
+        return None
+    raw, counts = listed
+    doc, term_starts = resident_fts.instances(conn, INSTANCES, counts, lambda i: resident_fts.utf8(raw[i]),
+                                              rows.rowids, offsets=False)  # row positions
+    firsts = term_starts[:-1]
+    # a cut token decodes with U+FFFD: no query phrase this module reads holds one
+    terms = [name.decode("utf-8", "replace") for name in raw]
     n = doc.size
     new_pair = np.ones(n, bool)  # one posting per run of equal (term, doc)
     new_pair[1:] = doc[1:] != doc[:-1]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
+import time
 
 import pytest
 from cpersona.retrieval.pipeline import RecallRequest
@@ -239,3 +241,43 @@ def test_a_failed_build_doubles_the_quiet_spell(tmp_path, monkeypatch, caplog):
         assert "next try after" in caplog.text
     finally:
         eng.close()
+
+
+def test_closing_interrupts_a_build(tmp_path, monkeypatch):
+    """Closing while a build reads (a 100k-row store reads for seconds) stops it at once."""
+    monkeypatch.setattr(resident_fts, "QUIET_S", 0.01)
+    eng = make(tmp_path / "close.db", embedder=None)
+    reading = threading.Event()
+
+    def endless(conn):
+        reading.set()
+        conn.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n").fetchone()
+
+    try:
+        eng.store("a", "deploy the billing service")
+        held = eng.db.resident_fts
+        held.builders[resident_words.TABLE] = endless
+        expr = match_expression(["deploy"])
+        assert wait_until(lambda: held.top(resident_words.TABLE, expr, 10) is None and reading.is_set())
+    finally:
+        started = time.monotonic()
+        eng.close()
+    assert time.monotonic() - started < 5 and not held._thread.is_alive()
+
+
+def test_a_query_word_longer_than_fts5_reads_goes_to_fts5():
+    """FTS5 cuts a token at 32,768 bytes, a query's too (NFKC makes `ⅷ` × 9,000 a 36,000-letter
+    word within the query limit): the snapshot does not hold the cut form, so FTS5 answers."""
+    conn = table(resident_words, [(1, "v" * 40000), (2, "deploy")], [])
+    snap = resident_words.build(conn)
+    assert snap is not None and snap.top(["v" * 40000], 5) is None and snap.top(["deploy"], 5) is not None
+
+
+def test_a_word_index_of_too_many_distinct_terms_is_left_to_fts5(monkeypatch):
+    """Held memory follows distinct terms too (a Python string each): bounded by MAX_TERMS."""
+    conn = table(resident_words, [(1, "alpha beta gamma"), (2, "delta")], [])
+    monkeypatch.setattr(resident_words, "MAX_TERMS", 3)
+    assert resident_words.build(conn) is None
+    monkeypatch.setattr(resident_words, "MAX_TERMS", 4)
+    assert resident_words.build(conn) is not None
+

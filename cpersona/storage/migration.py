@@ -218,10 +218,8 @@ def index_words(conn: sqlite3.Connection, fts: bool = True) -> int:
         conn.execute(f"DROP TABLE IF EXISTS {next(iter(WORD_TABLES))}")
     for ddl in (*WORD_TABLES.values(), *WORD_TRIGGERS.values()):
         conn.execute(ddl)
-    done, last = 0, 0
-    while rows := conn.execute(
-        "SELECT id, content FROM memories WHERE id > ? AND id NOT IN (SELECT rowid FROM memories_words) "
-        "ORDER BY id LIMIT ?", (last, WORD_BACKFILL_BATCH)).fetchall():
+    done, last = 0, None
+    while rows := _lacking_words(conn, last):
         word_index.put_many(conn, rows)
         done, last = done + len(rows), rows[-1][0]
     conn.execute("INSERT OR REPLACE INTO cpersona_meta(key, value) VALUES (?, ?)",
@@ -229,6 +227,22 @@ def index_words(conn: sqlite3.Connection, fts: bool = True) -> int:
     if done:
         log.info("word index: %d memories indexed", done)
     return done
+
+
+def _lacking_words(conn: sqlite3.Connection, after: int | None) -> list[tuple[int, str]]:
+    """The next WORD_BACKFILL_BATCH memories (by id, after `after`; every id when None — SQLite
+    allows ids ≤ 0) without a row in the word index, their content as text: another program
+    may have written a BLOB or bytes that are not UTF-8, read here with U+FFFD for what is not
+    (as FTS5 itself reads them), so one such row cannot keep the store from opening."""
+    factory = conn.text_factory
+    conn.text_factory = bytes
+    try:
+        rows = conn.execute(
+            "SELECT id, content FROM memories WHERE (? IS NULL OR id > ?) AND id NOT IN "
+            "(SELECT rowid FROM memories_words) ORDER BY id LIMIT ?", (after, after, WORD_BACKFILL_BATCH)).fetchall()
+    finally:
+        conn.text_factory = factory
+    return [(i, bytes(text).decode("utf-8", "replace") if text is not None else "") for i, text in rows]
 
 
 def _stamp(conn: sqlite3.Connection, fts: bool) -> None:

@@ -61,6 +61,23 @@ def test_writes_of_a_program_without_the_word_index_succeed_and_are_indexed_at_t
     assert words(original_db) == {i: index_form(c) for i, c in contents(original_db).items()}
 
 
+def test_rows_another_program_wrote_with_odd_ids_or_bytes_are_indexed_and_the_store_opens(original_db):
+    """Ids ≤ 0 (SQLite allows them) are indexed too, and content written as a BLOB or as bytes
+    that are not UTF-8 is read with U+FFFD instead of keeping the store from opening."""
+    Database(str(original_db)).close()
+    conn = sqlite3.connect(original_db)
+    with conn:
+        conn.execute("INSERT INTO memories(id, agent_id, content, timestamp) VALUES (-5, 'kai', 'negative id', '')")
+        conn.execute("INSERT INTO memories(agent_id, content, timestamp) VALUES ('kai', ?, '')", (b"blob \xff",))
+        conn.execute("INSERT INTO memories(agent_id, content, timestamp) VALUES ('kai', CAST(? AS TEXT), '')",
+                     (b"text \xfe",))
+    conn.close()
+    Database(str(original_db)).close()
+    held = words(original_db)
+    assert held[-5] == index_form("negative id")
+    assert {index_form("blob \ufffd"), index_form("text \ufffd")} <= set(held.values())
+
+
 def test_our_writes_keep_the_word_index_in_step(tmp_path):
     from conftest import new_engine
 

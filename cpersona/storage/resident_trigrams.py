@@ -121,23 +121,34 @@ def trigram(value: int) -> str:
 
 
 #: Every term of the 'row' table as its `code` (SQLite's unicode() / substr() count code
-#: points), its instance count, and the shortest and longest term (all must be trigrams).
+#: points), its instance count and its length in bytes (`_utf8_bytes` of the code must agree:
+#: a term with a NUL — where SQLite's text functions stop — or bytes that are not UTF-8 does not).
 _CODES = ("SELECT group_concat((unicode(substr(term, 1, 1)) << 42) | (unicode(substr(term, 2, 1)) << 21) "
-          "| unicode(substr(term, 3, 1))), group_concat(cnt), count(*), min(length(term)), max(length(term)) "
+          "| unicode(substr(term, 3, 1))), group_concat(cnt), group_concat(length(CAST(term AS BLOB))), count(*) "
           f"FROM {TERMS}")
+
+
+def _utf8_bytes(codes: np.ndarray) -> np.ndarray:
+    """The UTF-8 length in bytes of each code's trigram."""
+    total = np.zeros(codes.size, np.int64)
+    for shift in (42, 21, 0):
+        point = (codes >> shift) & 0x1FFFFF
+        total += 1 + (point >= 0x80) + (point >= 0x800) + (point >= 0x10000)
+    return total
 
 
 def build(conn: sqlite3.Connection) -> TrigramSnapshot | None:
     """The snapshot of the table (inside the caller's read transaction), or None (too large, empty).
-    Raises RuntimeError when a term is not three characters or the codes do not ascend."""
+    Raises RuntimeError when a term is not three characters of UTF-8 (a NUL inside, bytes another
+    program wrote) or the codes do not ascend: the build fails and FTS5 answers."""
     rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS, MAX_TOKENS)
     if rows is None or resident_fts.too_many_terms(conn, TERMS, MAX_TERMS):
         return None
-    codes_text, counts_text, n, shortest, longest = conn.execute(_CODES).fetchone()
-    codes = np.fromstring(codes_text, dtype=np.int64, sep=",") if n else np.empty(0, np.int64)
-    counts = np.fromstring(counts_text, dtype=np.int64, sep=",") if n else np.empty(0, np.int64)
-    if n and (shortest != 3 or longest != 3 or codes.size != n or counts.size != n or np.any(np.diff(codes) <= 0)):
-        raise RuntimeError(f"{TERMS}: terms that are not trigrams in code point order")
+    *texts, n = conn.execute(_CODES).fetchone()
+    codes, counts, sizes = (np.fromstring(t, dtype=np.int64, sep=",") if t else np.empty(0, np.int64) for t in texts)
+    if n and not (codes.size == counts.size == sizes.size == n and np.array_equal(_utf8_bytes(codes), sizes)
+                  and np.all(np.diff(codes) > 0)):
+        raise RuntimeError(f"{TERMS}: terms that are not trigrams of UTF-8 text in code point order")
     keys, starts = resident_fts.instances(conn, INSTANCES, counts, lambda i: trigram(int(codes[i])), rows.rowids,
                                           offsets=True)
     return TrigramSnapshot(rows, codes, starts, keys)

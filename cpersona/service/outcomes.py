@@ -20,6 +20,7 @@ class StoreResult(TypedDict):
     truncated: NotRequired[bool]
     original_length: NotRequired[dict[str, int]]
     max_length: NotRequired[int]
+    timestamp: NotRequired[str]  # the UTC form stored, when the given timestamp was in another offset
 
 
 class ArchiveResult(TypedDict):

@@ -116,6 +116,9 @@ class WriteService(ServiceBase):
         out: StoreResult = {"ok": True, "result": "stored", "id": ref.id, "embedded": embedded}
         if lock:
             out["locked"] = True
+        given = message.get("timestamp")
+        if given not in (None, "") and draft.timestamp != given:  # stored as its UTC instant (validate.timestamp)
+            out["timestamp"] = draft.timestamp
         out.update(drafts.cut_report(cuts))  # type: ignore[typeddict-item]
         return out
 

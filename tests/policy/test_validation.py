@@ -109,7 +109,7 @@ def test_iso_timestamps_are_stored_as_their_utc_instant(engine_none, ts, stored)
     """UTC times verbatim; any other offset, or none (read as UTC), as the same instant in UTC;
     an instant before year 1 in UTC as given."""
     res = engine_none.store("a", f"ts row {ts}", timestamp=ts)
-    assert res["result"] == "stored"
+    assert res["result"] == "stored" and res.get("timestamp", ts) == stored  # the answer says what was stored
     assert db_rows(engine_none.db.path, "SELECT timestamp FROM memories WHERE id = ?", (res["id"],)) == [(stored,)]
 
 

@@ -378,14 +378,14 @@ class Database(CommitOrdered, ChunkedWrites):
 
     def close(self) -> None:
         """Close every connection. Safe to call twice."""
-        if self.resident_fts is not None:
-            self.resident_fts.close()  # its builds read on a connection of their own
+        building = self.resident_fts.close() if self.resident_fts is not None else None
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            for _thread, conn in self._readers:
-                conn.close()
+            for thread, conn in self._readers:
+                if thread is not building:  # a build still reading keeps its connection until it ends
+                    conn.close()
             self._writer.close()
 
 

@@ -62,11 +62,8 @@ MAX_QUIET_S = 60.0
 #: Tables of more rows are left to FTS5 (a row costs 16 bytes held and a docsize read; each
 #: index also bounds the tokens it holds: resident_trigrams / resident_words MAX_TOKENS).
 MAX_ROWS = 150_000
-#: Instances a build reads per query (as text, ~16 bytes each).
-CHUNK = 1 << 20
-#: A trigram instance's key: row position << SHIFT | token offset (`instances`).
-SHIFT = 32
-OFFSET = (1 << SHIFT) - 1
+#: SQLite virtual-machine steps between two looks of a build's statement at `close` (a few ms).
+PROGRESS_STEPS = 10_000
 #: Matches compared with FTS5 after each build, per check query.
 CHECK_DEPTH = 40
 
@@ -135,7 +132,7 @@ def read_rows(conn: sqlite3.Connection, table: str, max_rows: int, max_tokens: i
     than `max_rows` rows or `max_tokens` tokens (what a build reads and holds: long rows make
     many), or no token at all (nothing can match: FTS5 answers at once)."""
     averages = conn.execute(f"SELECT block FROM main.{table}_data WHERE id = 1").fetchone()
-    if averages is None:
+    if averages is None or not averages[0]:  # a table never written has an empty record
         return None
     count, pos = varint(averages[0])
     tokens = 0
@@ -157,111 +154,6 @@ def _row_tokens(sizes: bytes | None) -> int:
         column, pos = varint(sizes, pos)
         total += column
     return total
-
-
-def too_many_terms(conn: sqlite3.Connection, terms_table: str, max_terms: int) -> bool:
-    """Whether the index behind the 'row' fts5vocab table `terms_table` has more distinct terms."""
-    return conn.execute(f"SELECT count(*) FROM {terms_table}").fetchone()[0] > max_terms
-
-
-def term_list(conn: sqlite3.Connection, terms_table: str, max_terms: int) -> tuple[list[bytes], np.ndarray] | None:
-    """The terms of an FTS5 index (bytes, in its term order) and their instance counts, read
-    from its 'row' fts5vocab table `terms_table`; None when it holds more than `max_terms`
-    (each held as a Python object: ~250 bytes)."""
-    if too_many_terms(conn, terms_table, max_terms):
-        return None
-    factory = conn.text_factory
-    conn.text_factory = bytes  # FTS5 cuts a token at 32,768 bytes, maybe inside a character: not UTF-8
-    try:
-        counted = conn.execute(f"SELECT term, cnt FROM {terms_table}").fetchall()
-    finally:
-        conn.text_factory = factory
-    return [term for term, _ in counted], np.fromiter((cnt for _, cnt in counted), np.int64, len(counted))
-
-
-def instances(conn: sqlite3.Connection, instances_table: str, counts: np.ndarray, bound: Callable[[int], str | None],
-              rowids: np.ndarray, offsets: bool) -> tuple[np.ndarray, np.ndarray]:
-    """An FTS5 index's instances in its term order: (one int64 key per instance, the index
-    where each term's instances start, with their total last). `counts` are the terms'
-    instance counts in term order; `bound(i)` is term i as text, or None when it cannot bound
-    a range (not UTF-8). A key is the instance's row position in `rowids` (the table's,
-    ascending), shifted left SHIFT bits and or-ed with its token offset when `offsets`; a
-    term's keys ascend.
-
-    The instances are read as one `group_concat` per range of about CHUNK of them and parsed
-    by numpy (~5 times faster than a row per instance; a build never holds them as Python
-    objects, and converts a range before reading the next). Raises RuntimeError when a range
-    does not hold the instances its counts promise, names a row without a size, or a term's
-    instances do not ascend (the index changed under the read, or fts5vocab scanned in another
-    order): the build fails and recall asks FTS5."""
-    firsts = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=firsts[1:])
-    keys = np.empty(int(firsts[-1]), np.int64)
-    places = _places(rowids)
-    for a, b, lo, hi in _ranges(firsts, bound):
-        keys[firsts[a]:firsts[b]] = _read(conn, instances_table, places, offsets, (lo, hi), firsts[a:b + 1] - firsts[a])
-    return keys, firsts
-
-
-def _ranges(firsts: np.ndarray, bound: Callable[[int], str | None]) -> list[tuple[int, int, str | None, str | None]]:
-    """Term ranges of about CHUNK instances: (first term index, end index, lowest term or None,
-    the term bounding it above or None). A bound is passed as text (SQLite and FTS5 both order
-    terms by their bytes)."""
-    starts: list[int] = [0]
-    names: list[str | None] = [None]
-    for i in range(1, firsts.size - 1):
-        if firsts[i] - firsts[starts[-1]] >= CHUNK and (name := bound(i)) is not None:
-            starts.append(i)
-            names.append(name)
-    names.append(None)
-    ends = [*starts[1:], firsts.size - 1]
-    return [(a, b, names[k], names[k + 1]) for k, (a, b) in enumerate(zip(starts, ends))]
-
-
-def utf8(term: bytes) -> str | None:
-    """`term` decoded, or None when it is not UTF-8 (a token FTS5 cut inside a character)."""
-    try:
-        return term.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _places(rowids: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """rowids → their row positions (−1: no such row). Rowids of a table are mostly dense
-    (1 up to a few times the count): an array indexed by rowid, else (also for negative
-    rowids, which SQLite allows) a binary search."""
-    if rowids.size and int(rowids[0]) >= 0 and int(rowids[-1]) <= 4 * rowids.size + 1_000_000:
-        table = np.full(int(rowids[-1]) + 1, -1, np.int64)
-        table[rowids] = np.arange(rowids.size)
-
-        def index(docs: np.ndarray) -> np.ndarray:
-            return np.where((docs >= 0) & (docs < table.size), table[np.clip(docs, 0, table.size - 1)], -1)
-        return index
-
-    def search(docs: np.ndarray) -> np.ndarray:
-        at = np.minimum(np.searchsorted(rowids, docs), max(rowids.size - 1, 0))
-        return np.where(rowids[at] == docs, at, -1) if rowids.size else np.full(docs.size, -1)
-    return search
-
-
-def _read(conn: sqlite3.Connection, table: str, places: Callable[[np.ndarray], np.ndarray], offsets: bool,
-          bounds: tuple[str | None, str | None], starts: np.ndarray) -> np.ndarray:
-    """The keys (`instances`) of the terms in [lo, hi) = `bounds`, whose instances start at
-    `starts` (relative; the last entry is their total); `places` from `_places`."""
-    where = [w for w, bound in zip(("term >= ?", "term < ?"), bounds) if bound is not None]
-    columns = ['group_concat(doc)', *(['group_concat("offset")'] if offsets else [])]
-    sql = f"SELECT count(*), {', '.join(columns)} FROM {table}" + (f" WHERE {' AND '.join(where)}" if where else "")
-    n, *texts = conn.execute(sql, [b for b in bounds if b is not None]).fetchone()
-    docs, *offset = [np.fromstring(t, dtype=np.int64, sep=",") if n else np.empty(0, np.int64) for t in texts]
-    if n != starts[-1] or docs.size != n or any(o.size != n for o in offset):
-        raise RuntimeError(f"{table}: {docs.size} instances read where its terms count {starts[-1]}")
-    rows = places(docs)
-    keys = (rows << SHIFT) | offset[0] if offsets else rows
-    steps = np.diff(keys) < 0
-    steps[starts[1:-1] - 1] = False  # a new term starts over
-    if steps.any() or (n and rows.min() < 0):
-        raise RuntimeError(f"{table}: instances out of order, or of rows without a size")
-    return keys
 
 
 def agrees(conn: sqlite3.Connection, table: str, snap: Snapshot) -> bool:
@@ -296,7 +188,6 @@ class ResidentFts:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._reading: sqlite3.Connection | None = None  # the connection a build reads
 
     def top(self, table: str, expr: str, depth: int) -> Hits | None:
         """FTS5's `depth` best matches of `expr` in `table`, or None: ask FTS5."""
@@ -338,30 +229,43 @@ class ResidentFts:
                 self._build(stamp)  # (recalls that found it stale while it was building ask again: once is enough)
 
     def _build(self, stamp: tuple[int, int]) -> None:
+        """Build every held index at `stamp`, each on its own (one that fails leaves the other)."""
         started = time.monotonic()
         with self._lock:
             self._held = None  # stale (or it would not be rebuilt): not held beside the new one
+        failed: list[str] = []
+        snaps: dict[str, Snapshot] | None = None
         try:
             with self.db.read() as s:
-                self._reading = s.conn  # `close` interrupts it
+                s.conn.set_progress_handler(self._stop.is_set, PROGRESS_STEPS)  # close() aborts what runs
                 s.conn.execute("BEGIN")  # one state of the file for every table
                 try:
-                    built = {t: build(s.conn) for t, build in self.builders.items() if t not in self.disabled}
-                    snaps = {t: snap for t, snap in built.items()
-                             if snap is not None and self._checked(s.conn, t, snap)}
+                    snaps = {t: snap for t, build in self.builders.items() if t not in self.disabled
+                             if (snap := self._one(s.conn, t, build, failed)) is not None}
                 finally:
-                    self._reading = None
+                    s.conn.set_progress_handler(None, 0)
                     s.conn.execute("COMMIT")
+        except Exception as err:  # noqa: BLE001 — recall keeps asking FTS5; said below
+            failed.append(f"{type(err).__name__}: {err}")
+        if snaps is not None:
             with self._lock:
                 self._held = (stamp, snaps)
             self._build_s = time.monotonic() - started
-            if self.db.change_stamp(wait=False) != stamp:  # stale on arrival: wasted
-                self._quiet = min(2 * self._quiet, MAX_QUIET_S)
-        except Exception as err:  # noqa: BLE001 — recall keeps asking FTS5; said once per failed build
+        if failed or self.db.change_stamp(wait=False) != stamp:  # failed, or stale on arrival: wasted
             self._quiet = min(2 * self._quiet, MAX_QUIET_S)  # a build that fails again would cost as much again
-            if not self._stop.is_set():
-                log.warning("FTS indexes not held in memory (%s: %s); keyword search asks FTS5; next try after "
-                            "%.0f s of quiet", type(err).__name__, err, self._quiet)
+        if failed and not self._stop.is_set():
+            log.warning("FTS indexes not held in memory (%s); keyword search asks FTS5; next try after "
+                        "%.0f s of quiet", "; ".join(failed), self._quiet)
+
+    def _one(self, conn: sqlite3.Connection, table: str, build: Callable[[sqlite3.Connection], Snapshot | None],
+             failed: list[str]) -> Snapshot | None:
+        """One index's snapshot, checked against FTS5; None (and why in `failed`) when it fails."""
+        try:
+            snap = build(conn)
+        except Exception as err:  # noqa: BLE001 — reported by `_build`
+            failed.append(f"{table}: {type(err).__name__}: {err}")
+            return None
+        return snap if snap is not None and self._checked(conn, table, snap) else None
 
     def _checked(self, conn: sqlite3.Connection, table: str, snap: Snapshot) -> bool:
         if agrees(conn, table, snap):
@@ -381,14 +285,16 @@ class ResidentFts:
             stamp = now
         return None
 
-    def close(self, wait_s: float = 10.0) -> None:
-        """Stop rebuilding: the thread ends after the build it may be running (waited for, at
-        most `wait_s`, so the connection it reads is not closed under it)."""
-        self._stop.set()
+    def close(self, wait_s: float = 10.0) -> threading.Thread | None:
+        """Stop rebuilding: the build it may be running stops at its next SQLite step (waited
+        for, at most `wait_s`). Returns the builder thread when it is still running then: its
+        read connection must not be closed under it."""
+        self._stop.set()  # a build's statements abort (its progress handler), its numpy work is short
         self._wanted.set()
-        reading = self._reading
-        if reading is not None:
-            reading.interrupt()  # a build stops at its next SQLite step, not after reading everything
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(wait_s)
+            if thread.is_alive():
+                log.warning("an FTS index build was still running %.0f s after close", wait_s)
+                return thread
+        return None

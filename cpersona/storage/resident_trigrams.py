@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpersona.storage import resident_fts
+from cpersona.storage import fts_instances, resident_fts
 from cpersona.storage.fts_top import Hits
 
 TABLE = "memories_fts"
@@ -33,7 +33,7 @@ MAX_TOKENS = 12_000_000
 #: ... or more distinct trigrams (16 bytes each held; text of random characters has about one
 #: per character, natural text far fewer: 16k at the SCALE corpus's 100k rows).
 MAX_TERMS = 4_000_000
-_SHIFT, _OFFSET = resident_fts.SHIFT, resident_fts.OFFSET
+_SHIFT, _OFFSET = fts_instances.SHIFT, fts_instances.OFFSET
 #: Categories of the non-ASCII characters whose FTS5 case folding is the character itself.
 _UNCASED = frozenset({"Lo", "Lm", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Zs"})
 
@@ -96,7 +96,7 @@ class TrigramSnapshot:
         sizes = np.diff(self.starts)
         frequent: list[str] = []
         for t in np.argsort(-sizes, kind="stable")[:1000].tolist():  # the first readable ones
-            if fold(text := trigram(int(self.codes[t]))) == text:
+            if (text := trigram(int(self.codes[t]))) is not None and fold(text) == text:
                 frequent.append(text)
                 if len(frequent) == 3:
                     break
@@ -115,9 +115,14 @@ def code(text: str) -> int:
     return (ord(text[0]) << 42) | (ord(text[1]) << 21) | ord(text[2])
 
 
-def trigram(value: int) -> str:
-    """The trigram of a `code`."""
-    return chr(value >> 42) + chr((value >> 21) & 0x1FFFFF) + chr(value & 0x1FFFFF)
+def trigram(value: int) -> str | None:
+    """The trigram of a `code`; None when a code point is none Python can pass as text (above
+    U+10FFFF or a surrogate: bytes another program wrote, which FTS5 reads as such): no query
+    phrase holds one, and it cannot bound a range of terms."""
+    points = (value >> 42, (value >> 21) & 0x1FFFFF, value & 0x1FFFFF)
+    if any(p > 0x10FFFF or 0xD800 <= p <= 0xDFFF for p in points):
+        return None
+    return "".join(map(chr, points))
 
 
 #: Every term of the 'row' table as its `code` (SQLite's unicode() / substr() count code
@@ -142,13 +147,13 @@ def build(conn: sqlite3.Connection) -> TrigramSnapshot | None:
     Raises RuntimeError when a term is not three characters of UTF-8 (a NUL inside, bytes another
     program wrote) or the codes do not ascend: the build fails and FTS5 answers."""
     rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS, MAX_TOKENS)
-    if rows is None or resident_fts.too_many_terms(conn, TERMS, MAX_TERMS):
+    if rows is None or fts_instances.too_many_terms(conn, TERMS, MAX_TERMS):
         return None
     *texts, n = conn.execute(_CODES).fetchone()
     codes, counts, sizes = (np.fromstring(t, dtype=np.int64, sep=",") if t else np.empty(0, np.int64) for t in texts)
     if n and not (codes.size == counts.size == sizes.size == n and np.array_equal(_utf8_bytes(codes), sizes)
                   and np.all(np.diff(codes) > 0)):
         raise RuntimeError(f"{TERMS}: terms that are not trigrams of UTF-8 text in code point order")
-    keys, starts = resident_fts.instances(conn, INSTANCES, counts, lambda i: trigram(int(codes[i])), rows.rowids,
+    keys, starts = fts_instances.instances(conn, INSTANCES, counts, lambda i: trigram(int(codes[i])), rows.rowids,
                                           offsets=True)
     return TrigramSnapshot(rows, codes, starts, keys)

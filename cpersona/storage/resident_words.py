@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpersona.storage import resident_fts
+from cpersona.storage import fts_instances, resident_fts
 from cpersona.storage.fts_top import Hits
 
 TABLE = "memories_words"
@@ -85,11 +85,11 @@ def build(conn: sqlite3.Connection) -> WordSnapshot | None:
     rows = resident_fts.read_rows(conn, TABLE, MAX_ROWS, MAX_TOKENS)
     if rows is None:
         return None
-    listed = resident_fts.term_list(conn, TERMS, MAX_TERMS)
+    listed = fts_instances.term_list(conn, TERMS, MAX_TERMS)
     if listed is None:
         return None
     raw, counts = listed
-    doc, term_starts = resident_fts.instances(conn, INSTANCES, counts, lambda i: resident_fts.utf8(raw[i]),
+    doc, term_starts = fts_instances.instances(conn, INSTANCES, counts, lambda i: fts_instances.utf8(raw[i]),
                                               rows.rowids, offsets=False)  # row positions
     firsts = term_starts[:-1]
     # a cut token decodes with U+FFFD: no query phrase this module reads holds one

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.storage import resident_fts, resident_trigrams, resident_words
+from cpersona.storage import fts_instances, resident_fts, resident_trigrams, resident_words
 from cpersona.storage.scope import Scope
 from cpersona.util.text import match_expression
 from hypothesis import given, settings
@@ -184,7 +184,7 @@ def test_a_token_fts5_cut_inside_a_character_is_read():
 def test_a_build_read_in_many_term_ranges_ranks_as_fts5(kind, monkeypatch):
     """A build reads the instances a term range at a time (CHUNK each); with ranges of a few
     instances, bounds fall on every kind of term — a cut token (not UTF-8) never bounds one."""
-    monkeypatch.setattr(resident_fts, "CHUNK", 3)
+    monkeypatch.setattr(fts_instances, "CHUNK", 3)
     rows = [(i * 2 + 1, " ".join(VOCAB[(i * k) % len(VOCAB)] for k in range(1, 6))) for i in range(40)]
     conn = table(kind, [*rows, (200, "ก" * 11000 + " deploy")], [])
     snap = kind.build(conn)
@@ -280,4 +280,50 @@ def test_a_word_index_of_too_many_distinct_terms_is_left_to_fts5(monkeypatch):
     assert resident_words.build(conn) is None
     monkeypatch.setattr(resident_words, "MAX_TERMS", 4)
     assert resident_words.build(conn) is not None
+
+
+def test_a_code_point_above_unicode_in_stored_bytes_does_not_fail_the_build(monkeypatch):
+    """Bytes another program wrote (F4 90 80 80: 0x110000) are a term FTS5 holds; Python has no
+    such character, so the term is never read nor used to bound a range."""
+    monkeypatch.setattr(fts_instances, "CHUNK", 1)
+    conn = table(resident_trigrams, [(1, "deploy now"), (2, "deploy later")], [])
+    conn.execute(f"INSERT INTO {resident_trigrams.TABLE}(rowid, body) VALUES (3, CAST(? AS TEXT))",
+                 ("ab".encode() + b"\xf4\x90\x80\x80" * 40 + b" deploy",))
+    snap = resident_trigrams.build(conn)
+    assert snap is not None and snap.checks() and resident_fts.agrees(conn, resident_trigrams.TABLE, snap)
+    assert snap.top(["deploy"], 5) == fts5(conn, resident_trigrams.TABLE, ["deploy"], 5)
+
+
+def test_a_store_never_written_builds_quietly(tmp_path, monkeypatch, caplog):
+    """A new store's FTS5 tables have an empty averages record: nothing to hold, no warning."""
+    monkeypatch.setattr(resident_fts, "QUIET_S", 0.01)
+    eng = make(tmp_path / "new.db", embedder=None)
+    try:
+        held = eng.db.resident_fts
+        with caplog.at_level(logging.WARNING, logger=resident_fts.__name__):
+            for _ in range(4):
+                eng.recall(RecallRequest("a", "deploy", 5))
+            assert wait_until(lambda: held._held is not None)
+        assert "not held" not in caplog.text and held._quiet == 0.01
+    finally:
+        eng.close()
+
+
+def test_one_index_failing_leaves_the_other_held(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(resident_fts, "QUIET_S", 0.01)
+    eng = make(tmp_path / "one.db", embedder=None)
+    try:
+        eng.store("a", "deploy the billing service")
+        held = eng.db.resident_fts
+
+        def broken(conn):
+            raise RuntimeError("the word index cannot be read")
+
+        held.builders[resident_words.TABLE] = broken
+        expr = match_expression(["deploy"])
+        with caplog.at_level(logging.WARNING, logger=resident_fts.__name__):
+            assert wait_until(lambda: held.top(resident_trigrams.TABLE, expr, 10) is not None)
+        assert held.top(resident_words.TABLE, expr, 10) is None and "the word index cannot be read" in caplog.text
+    finally:
+        eng.close()
 

@@ -274,7 +274,7 @@ def report(rows: list[dict], embedding: str, load_start: list[float] | None) -> 
         if r["server_stderr"]["flagged"]:
             notes.append(f"server stderr flagged lines: {r['server_stderr']['first'][:3]}")
         if r.get("server_cpu_ms_per_recall") is not None:
-            notes.append(f"server CPU {r['server_cpu_ms_per_recall']} ms per recall (every thread)")
+            notes.append(f"server CPU {r['server_cpu_ms_per_recall']} ms per recall (all threads + embedding worker)")
         if "fake_embed_ms_per_text" in r:
             notes.append(f"fake /embed hashing {r['fake_embed_ms_per_text']} ms/text is included in every call")
         if notes:

@@ -42,29 +42,36 @@ def server_children(parent: int | None = None) -> set[int]:
 
 
 def proc_memory_mb(pid: int | None) -> dict[str, float | None]:
-    """{peak_rss_mb (VmHWM), rss_mb (VmRSS)} of `pid` from /proc/<pid>/status."""
+    """{peak_rss_mb (VmHWM), rss_mb (VmRSS)} of `pid` plus its cpersona children (the
+    embedding worker process) from /proc/<pid>/status; each process's peak summed."""
     out: dict[str, float | None] = {"peak_rss_mb": None, "rss_mb": None}
     if pid is None:
         return out
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS"):
-                out["peak_rss_mb" if key == "VmHWM" else "rss_mb"] = round(int(value.split()[0]) / 1024, 1)
-    except OSError:
-        pass
+    for one in (pid, *sorted(server_children(pid))):
+        try:
+            for line in Path(f"/proc/{one}/status").read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key in ("VmHWM", "VmRSS"):
+                    name = "peak_rss_mb" if key == "VmHWM" else "rss_mb"
+                    out[name] = round((out[name] or 0.0) + int(value.split()[0]) / 1024, 1)
+        except OSError:
+            pass
     return out
 
 
 def proc_cpu_s(pid: int | None) -> float | None:
-    """User + system CPU seconds of `pid` so far, every thread (/proc/<pid>/stat); None if unreadable."""
+    """User + system CPU seconds so far of `pid`, every thread, plus its live cpersona
+    children (the embedding worker process) (/proc/<pid>/stat); None if unreadable."""
     if pid is None:
         return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = None
+    for one in (pid, *sorted(server_children(pid))):
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total = (total or 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 # ---------------------------------------------------------------------------- MCP

@@ -102,6 +102,8 @@ class Settings(BaseModel):
     embedding_api_key: str = Field("", repr=False, description="api mode: the bearer key (never logged).",
                                    json_schema_extra={**_alias("EMBEDDING_API_KEY"), "verbatim": True, "secret": True})
     embedding_threads: int = Field(1, ge=1, le=64, description="BLAS/OpenMP threads for the bundled model.")
+    embedding_process: bool = Field(True, description="Run the bundled model in a worker process (a query's "
+                                    "embedding then runs beside the keyword search); false = in the server process.")
     embedding_timeout_secs: float = Field(30.0, ge=0.1, le=600, description="Seconds one HTTP embedding call may take.")
     embedding_cache_size: int = Field(256, ge=0, le=1_000_000, description="Query vectors cached (LRU; 0 = off).")
     embedding_cache_ttl: float = Field(300.0, ge=0, le=86400 * 365, description="Seconds a cached query vector lives.")
@@ -344,10 +346,8 @@ class Setting:
 def _convert(kind: type, raw: str) -> Any:
     text = raw.strip()
     if kind is bool:
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
+        if text.lower() in _TRUE | _FALSE:
+            return text.lower() in _TRUE
         raise ValueError(text)
     if kind is float:
         value = float(text)

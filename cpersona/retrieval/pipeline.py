@@ -79,8 +79,8 @@ def retrieve(ctx: RecallContext, req: RecallRequest) -> dict[str, list[Candidate
     depth = min(MAX_LIMIT, CC_KEYWORD_DEPTH_FACTOR * req.limit) if ctx.mode == "cc" and not blank else req.limit
     word_half = vector_half = None
     jobs = SideJobs(ctx.session)
-    if fts and ctx.parallel is not None:  # the word half on another connection, beside the trigram MATCH
-        start = ctx.after_embedding if ctx.word_after_embedding and ctx.after_embedding is not None else ctx.parallel
+    if fts and ctx.parallel is not None and ctx.word_half != "inline":  # on another connection
+        start = ctx.after_embedding if ctx.word_half == "after_embedding" and ctx.after_embedding else ctx.parallel
         word_half = jobs.start(start, partial(
             retrievers.word_channel, query=retrievers.Query(req.query, req.scope, depth, req.source_id)))
         words = None

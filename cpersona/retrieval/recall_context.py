@@ -91,10 +91,12 @@ class RecallContext:
     #: runs fn(session) on the thread that embeds the query, right after the vector is there
     #: (None: the vector retriever is started with `parallel`, where it waits for the vector)
     after_embedding: Callable[[Callable[[Session], Any]], Future] | None = None
-    #: the word index's half queues behind the embedding (`after_embedding`) instead of taking
-    #: a thread of its own: a machine with two CPUs runs the query's embedding and the trigram
-    #: MATCH already, and a third thread there only slows the two down
-    word_after_embedding: bool = False
+    #: where the word index's half of the keyword channel runs: "parallel" (a read worker,
+    #: beside the trigram MATCH), "after_embedding" (queued behind the query's embedding on
+    #: its thread: with two CPUs busy with the embedding and the trigram MATCH, a third thread
+    #: only slows both down) or "inline" (after the trigram MATCH on the recall's own thread:
+    #: the embedding runs in a worker process and its thread only waits)
+    word_half: str = "parallel"
     #: the query's word terms and idf, set by `retrieve` (None: FTS off or blank query)
     words: lexical.WordQuery | None = None
     #: whether the vector channel ran (a query vector and a resident index), set by `retrieve`

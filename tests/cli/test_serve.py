@@ -124,3 +124,56 @@ def test_startup_line_names_the_postgresql_database_it_serves():
     line = startup_line(settings, engine)  # type: ignore[arg-type]
     assert "database postgresql://mem@db.example/cpersona" in line and "secret" not in line
     assert ".db" not in line.split("database ")[1].split(" — ")[0]
+
+
+def _workers_of(pid: int) -> list[int]:
+    """Embedding worker processes whose parent is `pid` (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                command = cmd.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid and b"cpersona.embedding.worker" in command:
+            found.append(int(entry))
+    return found
+
+
+def _ended(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@needs_model
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process tables from /proc")
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL])
+def test_the_model_runs_in_one_worker_process_that_ends_with_the_server(tmp_path, stop):
+    """CPERSONA_EMBEDDING_PROCESS (default true): the bundled model runs in a child process;
+    Ctrl-C or kill -9 of the server leaves no worker behind."""
+    env = clean_env(CPERSONA_DB_PATH=str(tmp_path / "w.db"), CPERSONA_EMBEDDING_MODE="local",
+                    CPERSONA_LOG_LEVEL="info")
+    proc = _spawn(env, tmp_path)
+    try:
+        assert "loaded in" in _wait_for_line(proc, "local embedding model", timeout=120)[-1]
+        workers = _workers_of(proc.pid)
+        assert len(workers) == 1, workers
+        proc.send_signal(stop)
+        proc.wait(timeout=30)
+        assert _ended(workers[0], 15), f"worker {workers[0]} outlived its server"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

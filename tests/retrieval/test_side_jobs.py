@@ -76,6 +76,27 @@ def test_halves_queued_behind_the_embedding_answer_as_the_recall_thread_alone(en
     assert answers(eng) == beside
 
 
+def test_with_the_model_in_a_worker_process_the_word_half_runs_inline(engine_http, monkeypatch):
+    """On two CPUs with the query embedded in another process, only the vector retriever is
+    queued behind the embedding; the word half runs on the recall's thread. Same answers."""
+    from cpersona.service import recall as recall_service
+
+    eng = engine_http
+    for text in ROWS:
+        eng.store("a", text)
+    assert wait_until(lambda: not eng.queue.pending())
+    monkeypatch.setattr(recall_service, "CPUS", 2)
+    eng.gateway.cache.clear()
+    alone = answers(eng)
+    monkeypatch.setattr(type(eng.gateway.embedder), "worker_pid", 4242, raising=False)
+    chained: list = []
+    after = eng._after
+    monkeypatch.setattr(eng, "_after", lambda pending, fn: chained.append(fn) or after(pending, fn))
+    eng.gateway.cache.clear()
+    assert answers(eng) == alone
+    assert len(chained) == len(QUERIES)  # the vector retriever of each recall, nothing else
+
+
 def test_a_job_after_a_vector_already_there_runs_on_a_worker(engine_http):
     """A cached query vector is there before the job is offered: the job runs on a read
     worker, never on the recall's own thread while it offers it."""

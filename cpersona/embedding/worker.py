@@ -1,0 +1,69 @@
+"""The embedding worker process: one bundled model behind a pipe (`worker_frames.py`).
+
+Started by `worker_client.ModelWorker` as ``python -m cpersona.embedding.worker MODEL THREADS``.
+Why a process: the bundled USE model runs ~40 small numpy steps per text, each taking
+Python's GIL back, so in a thread of the server it mostly takes turns with the recall's
+keyword search instead of running beside it (a query embedding took ~4.5 ms beside 2.5 ms of
+Python instead of ~2 ms alone). In its own process it runs on the other core.
+
+The pipe is the worker's stdout, so nothing else may write there: file descriptor 1 is
+pointed at stderr before the model is imported and frames go to a private copy of it.
+Ctrl-C in a terminal reaches the whole process group; the worker ignores SIGINT and ends
+when the server does (end of stdin), so it never outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import IO
+
+from cpersona.embedding import worker_frames as frames
+
+
+def _private_stdout() -> IO[bytes]:
+    """A binary stream on a copy of fd 1; fd 1 itself then writes to stderr."""
+    frames_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(frames_fd, "wb", buffering=1 << 16)
+
+
+def serve(name: str, threads: int, source: IO[bytes], sink: IO[bytes]) -> int:
+    """Load model `name` and answer texts frames until `source` ends. Returns the exit code:
+    0 at end of input, 1 when the model failed to load (after an ``F`` frame)."""
+    from cpersona.embedding import local
+
+    try:
+        encode = local.model_spec(name).load(threads)
+    except Exception as exc:  # noqa: BLE001 — every load failure goes back to the server as F
+        frames.write_frame(sink, frames.FATAL, f"{type(exc).__name__}: {exc}".encode())
+        return 1
+    frames.write_frame(sink, frames.READY, b'{"dim": %d}' % local.model_spec(name).dim)
+    while True:
+        try:
+            kind, payload = frames.read_frame(source)
+        except frames.FrameError:
+            return 0  # the server closed the pipe (or exited)
+        try:
+            if kind != frames.TEXTS:
+                raise frames.FrameError(f"unexpected frame kind {kind!r}")
+            answer = frames.VECTORS, frames.vectors_payload(encode(frames.read_texts(payload)))
+        except Exception as exc:  # noqa: BLE001 — the server raises it as EmbeddingError for this batch
+            answer = frames.ERROR, f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")
+        frames.write_frame(sink, *answer)
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sink = _private_stdout()
+    name, threads = argv[0], int(argv[1])
+    try:
+        return serve(name, threads, sys.stdin.buffer, sink)
+    except (BrokenPipeError, ConnectionResetError):
+        return 0  # the server went away mid-answer
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

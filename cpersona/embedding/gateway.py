@@ -69,6 +69,7 @@ class EmbeddingGateway:
         self.refusal: str | None = None
         self._state_lock = threading.Lock()
         self._slow_failure = -FAULT_RETRY_SECS
+        self._last_failure = ""  # the last failure logged by embed_texts
         #: Called after the first success following failures (the task queue wakes up).
         self.on_recovered: Callable[[], None] = lambda: None
         #: Called with the state when the recorded identity was (re)decided (the resident
@@ -245,6 +246,7 @@ class EmbeddingGateway:
             raise EmbeddingError(mismatch + " — " + FIX)
         recovered = self.advisory.failing
         self.advisory.observe_ok()
+        self._last_failure = ""
         if recovered:
             self.on_recovered()
         return vectors
@@ -258,7 +260,9 @@ class EmbeddingGateway:
         except EmbeddingNotReady:
             return None
         except EmbeddingError as err:
-            log.warning("embedding failed: %s", err)
+            if str(err) != self._last_failure:  # a lasting condition is logged once, not per call
+                self._last_failure = str(err)
+                log.warning("embedding failed: %s", err)
             return None
 
     def embed_one(self, text: str) -> np.ndarray | None:

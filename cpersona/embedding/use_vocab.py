@@ -4,7 +4,7 @@
 language model of 128k pieces (~100 languages) with a log-probability per piece (Kudo,
 "Subword Regularization", ACL 2018). The USE model tokenizes with it, and recall uses it as a
 language-wide prior on word rarity (retrieval/word_prior.py). One instance (~70 MB resident,
-~0.8 s to read) serves both: `_load_use` (embedding/local.py) hands it to the model.
+~0.8 s to read) serves both: `_load_use` (embedding/models.py) hands it to the model.
 """
 
 from __future__ import annotations

@@ -33,14 +33,14 @@ def _private_stdout() -> IO[bytes]:
 def serve(name: str, threads: int, source: IO[bytes], sink: IO[bytes]) -> int:
     """Load model `name` and answer texts frames until `source` ends. Returns the exit code:
     0 at end of input, 1 when the model failed to load (after an ``F`` frame)."""
-    from cpersona.embedding import local
+    from cpersona.embedding import models
 
     try:
-        encode = local.model_spec(name).load(threads)
+        encode = models.model_spec(name).load(threads)
     except Exception as exc:  # noqa: BLE001 — every load failure goes back to the server as F
         frames.write_frame(sink, frames.FATAL, f"{type(exc).__name__}: {exc}".encode())
         return 1
-    frames.write_frame(sink, frames.READY, b'{"dim": %d}' % local.model_spec(name).dim)
+    frames.write_frame(sink, frames.READY, b'{"dim": %d}' % models.model_spec(name).dim)
     while True:
         try:
             kind, payload = frames.read_frame(source)

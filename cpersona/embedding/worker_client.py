@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 import numpy as np
@@ -27,9 +28,10 @@ from cpersona.errors import EmbeddingError
 #: Seconds `close` waits for the worker to end after its stdin closed, before killing it.
 CLOSE_WAIT_S = 2.0
 #: Seconds a batch may take before the worker is taken for hung and killed, plus one second
-#: per BYTES_PER_EXTRA_S bytes of the batch's texts (a batch of 100 texts of 16,000 characters
-#: takes a few seconds); the watchdog looks every WATCH_EVERY_S seconds.
-ANSWER_TIMEOUT_S, BYTES_PER_EXTRA_S, WATCH_EVERY_S = 60.0, 100_000, 1.0
+#: per CHARS_PER_EXTRA_S characters of its texts (a query: 15 s; 100 texts of 16,000 characters
+#: took 32 s in English and 54 s in Japanese on a busy 2-core machine, and are given 335 s);
+#: the watchdog looks every WATCH_EVERY_S seconds.
+ANSWER_TIMEOUT_S, CHARS_PER_EXTRA_S, WATCH_EVERY_S = 15.0, 5_000, 1.0
 #: Seconds the model may take to load in a new worker (~1.3 s for USE on a 2-core machine).
 LOAD_TIMEOUT_S = 300.0
 #: BLAS / OpenMP variables set to the thread count in the worker's environment (read when
@@ -54,8 +56,8 @@ class ModelWorker:
         pid: the worker's process id once started, else None.
     """
 
-    def __init__(self, name: str, threads: int) -> None:
-        self.name, self.threads = name, threads
+    def __init__(self, name: str, threads: int, on_exit: Callable[[ModelWorker, str], object] | None = None) -> None:
+        self.name, self.threads, self._on_exit = name, threads, on_exit
         self.pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._closed = False
@@ -99,13 +101,18 @@ class ModelWorker:
     def _watch(self, proc: subprocess.Popen[bytes]) -> None:
         """Kill the worker when its model has not loaded, or a batch is not answered, by the
         deadline (a stopped or hung process would otherwise hold every embed, and a recall,
-        forever); the load or batch then fails and a new worker loads."""
+        forever); the load or batch then fails. Once the worker has exited (killed here or by
+        anyone) it is reaped and `on_exit(worker, why)` is told, so a new one can load before
+        the next embed needs it."""
         while not self._watching.wait(WATCH_EVERY_S):
+            if proc.poll() is not None:  # it exited (and is reaped: no zombie waits for the next embed)
+                if self._on_exit is not None and not self._closed:
+                    self._on_exit(self, self._stalled or f"exited ({self._status()})")
+                return
             deadline = self._deadline
-            if deadline is not None and time.monotonic() > deadline and proc.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
                 self._stalled = f"stopped answering (pid {proc.pid}, nothing within its deadline); it was killed"
                 proc.kill()
-                return
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Vectors of `texts` (n, dim) float32 as the model returns them.
@@ -119,7 +126,7 @@ class ModelWorker:
             proc = self._proc
             if proc is None or proc.poll() is not None:
                 raise WorkerExited(f"the embedding worker has exited ({self._status()})")
-            self._deadline = time.monotonic() + ANSWER_TIMEOUT_S + len(request) / BYTES_PER_EXTRA_S
+            self._deadline = time.monotonic() + ANSWER_TIMEOUT_S + sum(map(len, texts)) / CHARS_PER_EXTRA_S
             try:
                 frames.write_frame(_pipe(proc.stdin), frames.TEXTS, request)
                 kind, payload = frames.read_frame(_pipe(proc.stdout))

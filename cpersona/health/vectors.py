@@ -34,6 +34,9 @@ def probe(env: HealthEnv) -> Probe:
     if emb is None:
         return Probe("none")
     if not emb.ready():
+        failed = getattr(emb, "load_error", None)  # a bundled model that failed for good (local.py)
+        if failed:
+            return Probe("failed", emb.model_id, emb.dim, f"the embedding model failed: {failed}")
         return Probe("loading", emb.model_id, emb.dim, "the embedding model is still loading")
     try:
         vectors = emb.embed([PROBE_TEXT])

@@ -308,7 +308,9 @@ class TaskQueue:
             return None
         embedder = self.embeddings.embedder
         if embedder is None or not embedder.ready():
-            self._set("waiting_for_backend", "embedding model is loading")
+            failed = getattr(embedder, "load_error", None)  # a bundled model that failed for good
+            self._set("waiting_for_backend", f"embedding model failed: {failed}" if failed else
+                      "embedding model is loading")
             return LOADING_POLL
         self.refresh()  # another process may have switched models: embed_batch checks
         try:

@@ -67,11 +67,24 @@ def test_a_killed_worker_fails_one_embed_by_name_then_is_replaced(in_process, wo
     first = worker_embedder.worker_pid
     os.kill(first, signal.SIGKILL)
     assert _gone(first)
-    with pytest.raises(EmbeddingError, match=r"killed by signal 9.*a new worker is loading"):
+    with pytest.raises(EmbeddingError, match=r"killed by signal 9"):  # found by this embed or by the watchdog
         worker_embedder.embed(["x"])
     assert worker_embedder.wait_ready(120), worker_embedder.load_error
     assert worker_embedder.worker_pid not in (None, first)
     np.testing.assert_array_equal(worker_embedder.embed(TEXTS[:2]), in_process.embed(TEXTS[:2]))
+
+
+def test_a_killed_worker_is_reaped_and_replaced_before_the_next_embed(in_process, worker_embedder):
+    """Its watchdog sees it exit: no zombie waits for the next embed, and a new worker loads."""
+    first = worker_embedder.worker_pid
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while worker_embedder.worker_pid in (None, first) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert worker_embedder.worker_pid not in (None, first)
+    with pytest.raises(ProcessLookupError):
+        os.kill(first, 0)  # reaped, not a zombie
+    np.testing.assert_array_equal(worker_embedder.embed(TEXTS[:1]), in_process.embed(TEXTS[:1]))
 
 
 def test_a_worker_that_keeps_exiting_is_given_up_and_says_so(worker_embedder, monkeypatch):
@@ -202,3 +215,28 @@ def test_frames_refuse_what_is_not_a_frame():
         frames.read_texts(b'["a", 1]')
     back = frames.read_vectors(frames.vectors_payload(np.arange(6, dtype=np.float32).reshape(2, 3)))
     assert back.dtype == np.float32 and back.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_a_given_up_worker_is_reported_failed_not_loading(worker_embedder, monkeypatch, caplog):
+    """After the last restart the health probe says failed (not "still loading"), and the
+    gateway logs the lasting failure once, not once per call."""
+    from types import SimpleNamespace
+
+    from cpersona.embedding.advisory import Advisory
+    from cpersona.embedding.cache import QueryCache
+    from cpersona.embedding.gateway import EmbeddingGateway
+    from cpersona.health import vectors
+
+    monkeypatch.setattr(local, "MAX_WORKER_EXITS", 1)
+    os.kill(worker_embedder.worker_pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not worker_embedder.load_error and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "restart the server" in (worker_embedder.load_error or "")
+    found = vectors.probe(SimpleNamespace(embedder=worker_embedder))
+    assert found.status == "failed" and "restart the server" in found.error
+    gateway = EmbeddingGateway(worker_embedder, SimpleNamespace(), Advisory(), QueryCache(0, 0))
+    with caplog.at_level("WARNING", logger="cpersona.embedding.gateway"):
+        for _ in range(5):
+            assert gateway.embed_texts(["x"]) is None
+    assert sum("embedding failed" in r.getMessage() for r in caplog.records) == 1

@@ -143,12 +143,20 @@ class LocalEmbedder:
     def _open_model(self) -> tuple[EncodeFn, ModelWorker | None]:
         """The model's encoder, and the worker process running it (None: in this process). A
         worker that cannot be spawned at all leaves the model in this process (logged)."""
-        if self.process:
+        while self.process:
+            candidate = ModelWorker(self.name, self.threads, on_exit=self._worker_exited)
             try:
-                worker = ModelWorker(self.name, self.threads, on_exit=self._worker_exited).start()
+                worker = candidate.start()
                 return worker.encode, worker
             except WorkerUnavailable as exc:
                 logger.warning("%s; the model runs in the server process instead", exc)
+                break
+            except WorkerExited as exc:  # died or hung while loading: a death like any other
+                with self._state_lock:
+                    again = not self._closed and self._count_exit(str(exc), bool(candidate.stalled))
+                if not again:
+                    raise EmbeddingError(self.load_error or "closed while loading") from exc
+                logger.error("local embedding model %s: %s; starting a new worker", self.name, exc)
         return self._spec.load(self.threads), None
 
     @property
@@ -184,10 +192,11 @@ class LocalEmbedder:
         try:
             with self._model_lock:
                 raw = encode(batch)
-        except WorkerExited as exc:
+        except WorkerExited as exc:  # while a new worker loads the model is "not ready", not failing
             restarting = self._worker_exited(getattr(encode, "__self__", None), str(exc))
-            raise EmbeddingError(f"local model {self.name!r}: {exc}; "
-                                 + ("a new worker is loading" if restarting else str(self.load_error))) from exc
+            then = "a new worker is loading" if restarting else str(self.load_error)
+            kind = EmbeddingNotReady if restarting else EmbeddingError
+            raise kind(f"local model {self.name!r}: {exc}; {then}") from exc
         except Exception as exc:
             raise EmbeddingError(f"local model {self.name!r} failed: {type(exc).__name__}: {exc}") from exc
         return check_vectors(raw, len(batch), self.dim)
@@ -223,14 +232,8 @@ class LocalEmbedder:
         with self._state_lock:
             if self._worker is not worker or worker is None or self._closed:
                 return self.load_error is None and not self._closed  # told already, or not ours
-            now = time.monotonic()
-            self._exits = [t for t in self._exits if now - t < WORKER_EXIT_WINDOW_S] + [now]
             dead, self._worker, self._encode, self._thread = self._worker, None, None, None
-            self._last_exit = why.removeprefix("the embedding worker ")
-            if len(self._exits) >= MAX_WORKER_EXITS:
-                self.load_error = (f"the embedding worker exited {len(self._exits)} times within "
-                                   f"{WORKER_EXIT_WINDOW_S / 60:g} min (last: {self._last_exit}); restart the server")
-            else:
+            if self._count_exit(why, bool(getattr(worker, "stalled", ""))):
                 self._done.clear()
         logger.error("local embedding model %s: %s", self.name,
                      self.load_error or f"the embedding worker {self._last_exit}; starting a new worker")
@@ -239,6 +242,21 @@ class LocalEmbedder:
         if self.load_error is None:
             self.start()
         return self.load_error is None
+
+    def _count_exit(self, why: str, stalled: bool) -> bool:
+        """Record how a worker ended (caller holds `_state_lock`); False once MAX_WORKER_EXITS
+        deaths happened within WORKER_EXIT_WINDOW_S (`load_error` then says so). A worker the
+        watchdog killed for not answering is not counted: a healthy model on a starved CPU
+        must not switch the vectors off for good."""
+        self._last_exit = why.removeprefix("the embedding worker ")
+        if not stalled:
+            now = time.monotonic()
+            self._exits = [t for t in self._exits if now - t < WORKER_EXIT_WINDOW_S] + [now]
+        if len(self._exits) < MAX_WORKER_EXITS:
+            return True
+        self.load_error = (f"the embedding worker exited {len(self._exits)} times within "
+                           f"{WORKER_EXIT_WINDOW_S / 60:g} min (last: {self._last_exit}); restart the server")
+        return False
 
     def __repr__(self) -> str:
         state = "ready" if self.ready() else "error" if self.load_error else "loading"

@@ -1,6 +1,7 @@
 """The embedding worker process: one bundled model behind a pipe (`worker_frames.py`).
 
-Started by `worker_client.ModelWorker` as ``python -m cpersona.embedding.worker MODEL THREADS``.
+Started by `worker_client.ModelWorker` as ``python -P -m cpersona.embedding.worker MODEL THREADS
+SERVER_PID``.
 Why a process: the bundled USE model runs ~40 small numpy steps per text, each taking
 Python's GIL back, so in a thread of the server it mostly takes turns with the recall's
 keyword search instead of running beside it (a query embedding took ~4.5 ms beside 2.5 ms of
@@ -9,7 +10,8 @@ Python instead of ~2 ms alone). In its own process it runs on the other core.
 The pipe is the worker's stdout, so nothing else may write there: file descriptor 1 is
 pointed at stderr before the model is imported and frames go to a private copy of it.
 Ctrl-C in a terminal reaches the whole process group; the worker ignores SIGINT and ends
-when the server does (end of stdin), so it never outlives it.
+when the server does (end of stdin, or its parent pid changing while it is busy on a batch),
+so it never outlives it.
 """
 
 from __future__ import annotations
@@ -17,9 +19,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
 from typing import IO
 
 from cpersona.embedding import worker_frames as frames
+
+#: Seconds between two looks at whether the server is still this worker's parent.
+PARENT_CHECK_S = 1.0
 
 
 def _private_stdout() -> IO[bytes]:
@@ -55,10 +62,27 @@ def serve(name: str, threads: int, source: IO[bytes], sink: IO[bytes]) -> int:
         frames.write_frame(sink, *answer)
 
 
+def _die_with(parent: int) -> None:
+    """End this process once the server that started it is gone (checked every
+    PARENT_CHECK_S by a daemon thread), so a worker busy on a long batch, which would read
+    the end of its pipe only after the batch, does not outlive a killed server. (Linux's
+    parent-death signal would not do: it fires when the server's *thread* that started the
+    worker ends, and that is the model loader, done within seconds.)"""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="cpersona-worker-parent", daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sink = _private_stdout()
     name, threads = argv[0], int(argv[1])
+    if len(argv) > 2:
+        _die_with(int(argv[2]))
+    sink = _private_stdout()
     try:
         return serve(name, threads, sys.stdin.buffer, sink)
     except (BrokenPipeError, ConnectionResetError):

@@ -63,7 +63,8 @@ class ModelWorker:
         self._closed = False
         self._lock = threading.Lock()
         self._deadline: float | None = None  # monotonic time the batch in flight must be answered by
-        self._stalled = ""  # set by the watchdog when it killed a worker that stopped answering
+        #: why the watchdog killed this worker ("" when it did not): a stall, not a crash
+        self.stalled = ""
         self._watching = threading.Event()  # set: the watchdog stops
 
     def start(self) -> ModelWorker:
@@ -71,11 +72,15 @@ class ModelWorker:
 
         Raises:
             WorkerUnavailable: the process could not be spawned (OSError).
-            EmbeddingError: the model failed to load there (its message), or the worker
-                exited before saying it was ready.
+            WorkerExited: the worker exited (or was killed at LOAD_TIMEOUT_S) before saying
+                it was ready.
+            EmbeddingError: the model failed to load there (its message).
         """
         env = {**os.environ, **dict.fromkeys(_THREAD_VARS, str(self.threads))}
-        command = [sys.executable, "-m", "cpersona.embedding.worker", self.name, str(self.threads)]
+        # -P: the server's working directory (a host's workspace) is not put on the worker's
+        # import path, where a `numpy.py` or `cpersona/` of the user's would shadow ours.
+        command = [sys.executable, "-P", "-m", "cpersona.embedding.worker", self.name, str(self.threads),
+                   str(os.getpid())]
         try:
             self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         except OSError as exc:
@@ -86,9 +91,9 @@ class ModelWorker:
         try:
             kind, payload = frames.read_frame(_pipe(self._proc.stdout))
         except (frames.FrameError, ValueError):  # ValueError: close() ran meanwhile
-            status = self._stalled or f"exited while loading ({self._status(wait=True)})"
+            status = self.stalled or f"exited while loading ({self._status(wait=True)})"
             self.close()
-            raise EmbeddingError(f"the embedding worker {status}") from None
+            raise WorkerExited(f"the embedding worker {status}") from None
         finally:
             self._deadline = None
         if kind != frames.READY:
@@ -107,11 +112,11 @@ class ModelWorker:
         while not self._watching.wait(WATCH_EVERY_S):
             if proc.poll() is not None:  # it exited (and is reaped: no zombie waits for the next embed)
                 if self._on_exit is not None and not self._closed:
-                    self._on_exit(self, self._stalled or f"exited ({self._status()})")
+                    self._on_exit(self, self.stalled or f"exited ({self._status()})")
                 return
             deadline = self._deadline
             if deadline is not None and time.monotonic() > deadline:
-                self._stalled = f"stopped answering (pid {proc.pid}, nothing within its deadline); it was killed"
+                self.stalled = f"stopped answering (pid {proc.pid}, nothing within its deadline); it was killed"
                 proc.kill()
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -131,7 +136,7 @@ class ModelWorker:
                 frames.write_frame(_pipe(proc.stdin), frames.TEXTS, request)
                 kind, payload = frames.read_frame(_pipe(proc.stdout))
             except (OSError, ValueError, frames.FrameError):  # ValueError: close() closed the pipe
-                how = self._stalled or f"exited during a batch ({self._status(wait=True)})"
+                how = self.stalled or f"exited during a batch ({self._status(wait=True)})"
                 raise WorkerExited(f"the embedding worker {how}") from None
             finally:
                 self._deadline = None
@@ -155,24 +160,29 @@ class ModelWorker:
         return f"pid {proc.pid} killed by signal {-code}" if code < 0 else f"pid {proc.pid} exit code {code}"
 
     def close(self) -> None:
-        """End the worker: close its stdin (it exits at end of input), kill it if it has not
-        ended within CLOSE_WAIT_S, and reap it. Idempotent; never raises."""
+        """End the worker and reap it, in bounded time (never raises; idempotent). Idle: its
+        stdin is closed (it exits at end of input) and it is killed if it has not ended within
+        CLOSE_WAIT_S. With a batch in flight (which may be blocked writing to a stopped worker,
+        holding the pipe) it is killed at once: the batch then fails as WorkerExited."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
         self._closed = True
         self._watching.set()
-        _close_quietly(proc.stdin)  # waits for a write in progress (the writer's own lock)
+        idle = self._lock.acquire(blocking=False)
         try:
-            proc.wait(CLOSE_WAIT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            if idle:
+                _close_quietly(proc.stdin)
+                try:
+                    proc.wait(CLOSE_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            else:
+                proc.kill()
             proc.wait()
-        # A batch in flight has now met the end of the pipe; its reader lets go of the lock.
-        if self._lock.acquire(timeout=CLOSE_WAIT_S):
-            try:
+        finally:
+            if idle:
                 _close_quietly(proc.stdout)
-            finally:
                 self._lock.release()
 
 

@@ -240,3 +240,81 @@ def test_a_given_up_worker_is_reported_failed_not_loading(worker_embedder, monke
         for _ in range(5):
             assert gateway.embed_texts(["x"]) is None
     assert sum("embedding failed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_close_with_a_batch_blocked_writing_to_a_stopped_worker_is_bounded():
+    """A batch larger than the pipe's buffer, sent to a stopped worker, blocks in its write
+    holding the pipe: close() kills the worker at once instead of waiting on that pipe."""
+    import threading
+
+    worker = ModelWorker("use", 1).start()
+    os.kill(worker.pid, signal.SIGSTOP)
+    failed: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            worker.encode(["日本語" * 40_000])  # ~700 kB of escaped JSON
+        except BaseException as exc:  # noqa: BLE001 — what the batch raised is the result
+            failed.append(exc)
+
+    batch = threading.Thread(target=send)
+    batch.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    worker.close()
+    batch.join(10)
+    assert time.monotonic() - started < 10 and not batch.is_alive()
+    assert failed and isinstance(failed[0], WorkerExited)
+    assert _gone(worker.pid)
+
+
+def test_a_worker_killed_while_loading_is_replaced(monkeypatch, in_process):
+    """A death while the model loads counts like any other: a new worker loads."""
+    from cpersona.embedding import worker_client
+
+    real_popen, spawned = subprocess.Popen, []
+
+    def first_one_killed(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        spawned.append(proc.pid)
+        if len(spawned) == 1:
+            proc.kill()
+        return proc
+
+    monkeypatch.setattr(worker_client.subprocess, "Popen", first_one_killed)
+    emb = LocalEmbedder("use", process=True)
+    try:
+        assert emb.wait_ready(120), emb.load_error
+        assert len(spawned) == 2 and emb.worker_pid == spawned[1]
+        np.testing.assert_array_equal(emb.embed(TEXTS[:1]), in_process.embed(TEXTS[:1]))
+    finally:
+        emb.close()
+
+
+def test_the_working_directory_does_not_shadow_the_workers_imports(tmp_path, monkeypatch):
+    """Hosts start servers in the user's workspace: a `numpy.py` there must not be imported."""
+    (tmp_path / "numpy.py").write_text("raise ImportError('the workspace numpy.py was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    worker = ModelWorker("use", 1).start()
+    try:
+        assert worker.encode(["x"]).shape == (1, 512)
+    finally:
+        worker.close()
+
+
+def test_a_busy_worker_ends_soon_after_its_server_is_killed():
+    """A worker in the middle of a long batch does not read the end of its pipe until the
+    batch is done: it watches its parent instead."""
+    script = ("import sys, threading, time\nfrom cpersona.embedding.worker_client import ModelWorker\n"
+              "w = ModelWorker('use', 1).start()\nprint(w.pid, flush=True)\n"
+              "threading.Thread(target=w.encode, args=(['word ' * 3000] * 100,), daemon=True).start()\n"
+              "time.sleep(600)\n")
+    server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(server.stdout.readline())
+        time.sleep(1.0)
+        server.kill()
+        server.wait()
+        assert _gone(pid, 8)
+    finally:
+        server.kill()

@@ -111,6 +111,9 @@ class Settings(BaseModel):
     model_wait_seconds: float = Field(10.0, ge=0.0, le=600.0,
                                       description="Seconds a store or recall waits for the bundled model still "
                                       "loading before going on without a vector.")
+    query_embed_wait_secs: float = Field(5.0, ge=0.05, le=600.0,
+                                         description="Seconds a recall waits for its query's vector (a backend "
+                                         "busy or stalled) before answering from keywords alone, saying so.")
     # ----------------------------------------------------------- task queue
     task_queue_enabled: bool = Field(True, description="Run the worker that embeds rows stored without a vector.")
     task_retry_delay: float = Field(30.0, ge=0.05, le=86400, description="Seconds between retries of a failing task.")

@@ -12,6 +12,9 @@ reason, evidence and runbook name every active condition.
             cleared by the next successful embed.
 * mismatch — this process embeds with another model than the one that made the stored
             vectors (and may not change the database's record): keyword search only.
+* late    — not a state: one recall whose query vector did not arrive within
+            CPERSONA_QUERY_EMBED_WAIT_SECS (backend busy or stalled) answered from keywords;
+            named in that recall's payload only (`payload(late=...)`).
 The first advisory of an episode carries the full runbook, later ones a short reminder.
 """
 
@@ -55,6 +58,11 @@ _RUNBOOKS["mismatch"] = (
     "(CPERSONA_EMBEDDING_*) the server uses, or switch the database to this model with "
     "`cpersona reembed` (re-embeds every memory; resumable)."
 )
+_RUNBOOKS["late"] = (
+    "The embedding backend did not embed this recall's query in time (it is busy with a large batch, or "
+    "stalled), so this recall used keyword search only. Retry shortly; if every recall says this, tell the user "
+    "and see the server's log on stderr."
+)
 _RUNBOOKS["keyword"] = (
     "Tell the user: this SQLite cannot use the full-text index, so keyword recall only finds memories "
     "containing the query text verbatim, unranked. To restore it, run cpersona with a Python whose SQLite has "
@@ -68,9 +76,10 @@ _REASONS = {
     "fault": "embedding backend failing; keyword/FTS only",
     "keyword": "full-text index unavailable; keyword search is LIKE substring matching",
     "mismatch": "embedding model differs from the stored vectors' model; keyword/FTS only",
+    "late": "query embedding not ready in time; keyword/FTS only",
 }
 _SEVERITY = {"hint": "hint", "loading": "hint", "fault": "fault", "reembed": "hint", "keyword": "fault",
-             "mismatch": "fault"}
+             "mismatch": "fault", "late": "fault"}
 
 
 @dataclass
@@ -152,13 +161,18 @@ class Advisory:
                 self._s.keyword = evidence
                 self._s.emitted = False
 
-    def payload(self) -> dict | None:
-        """The `advisory` object for a recall response, or None when healthy/disabled."""
+    def payload(self, late: str | None = None) -> dict | None:
+        """The `advisory` object for a recall response, or None when healthy/disabled.
+        `late`: evidence that this recall's query vector did not arrive in time (reported
+        whatever the state; the full runbook each time)."""
         with self._lock:
             state = self._s.state
             if state in ("healthy", "unknown") and self._s.notice:
                 state, self._s.evidence = "reembed", self._s.notice
-            active = [(state, self._s.evidence)] if state in _REASONS and state != "keyword" else []
+            active = [(state, self._s.evidence)] if state in _REASONS and state not in ("keyword", "late") else []
+            if late:
+                active.append(("late", late))
+                self._s.emitted = False
             if self._s.keyword:
                 active.append(("keyword", self._s.keyword))
             if not self.enabled or not active:

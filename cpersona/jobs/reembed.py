@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 LOAD_TIMEOUT = 600
 #: Seconds the queue waits before retrying while the model loads.
 LOADING_POLL = 0.2
+#: Attempts at one batch of `cpersona reembed` whose model keeps restarting (a worker killed).
+FOREGROUND_TRIES = 5
 #: Text embedded to tell "the backend is down" from "the backend refuses this text".
 PROBE_TEXT = "cpersona reembed probe"
 
@@ -94,6 +96,23 @@ def _ready(gateway: EmbeddingGateway) -> None:
         gateway.embed_texts(["warm-up"])
 
 
+def _embed_foreground(gateway: EmbeddingGateway, texts: list[str]) -> np.ndarray:
+    """Vectors for `texts` in `cpersona reembed`: a model that is loading again (its worker
+    died and a new one starts) is waited for, then the batch is retried; the embedder
+    itself gives up after repeated deaths (EmbeddingError), this run after FOREGROUND_TRIES
+    attempts at one batch (EmbeddingNotReady; the rows done are kept)."""
+    assert gateway.embedder is not None
+    for attempt in range(1, FOREGROUND_TRIES + 1):
+        try:
+            return gateway.embedder.embed(texts)
+        except EmbeddingNotReady as err:
+            if attempt == FOREGROUND_TRIES:
+                raise
+            log.warning("%s; waiting for it, then retrying the batch", err)
+            _ready(gateway)
+    raise AssertionError("unreachable")
+
+
 def reembed(
     gateway: EmbeddingGateway,
     db: Database,
@@ -120,7 +139,7 @@ def reembed(
     tick = (lambda n: progress(n, total + missing)) if progress else (lambda n: None)
     while (step := _next_batch(db, state, batch)) is not None:
         table, rows, upto = step
-        vectors: np.ndarray | list = gateway.embedder.embed([r[1] for r in rows]) if rows else []
+        vectors: np.ndarray | list = _embed_foreground(gateway, [r[1] for r in rows]) if rows else []
         with db.write() as s:
             state = _write_batch(s, table, rows, vectors, upto, None)
         done += len(rows)
@@ -147,7 +166,7 @@ def _embed_missing(gateway: EmbeddingGateway, db: Database, batch: int, tick: Ca
                 rows = s.vectors.rows_without_vector(table, after, batch)
             if not rows:
                 break
-            vectors = gateway.embedder.embed([r[1] for r in rows])
+            vectors = _embed_foreground(gateway, [r[1] for r in rows])
             with db.write() as s:
                 if gateway.vector_for_write(s, vectors[0]) is None:
                     raise EmbeddingError("the database now records another embedding model (rows done are kept)")

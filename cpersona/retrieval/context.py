@@ -7,9 +7,11 @@
 3. `user` and `assistant` entries are appended as `{content, source, timestamp,
    context_type: "conversation"}` (no ref: never trimmed by the preview tier), identical
    entries once.
-4. All messages are sorted CHRONOLOGICALLY (parsed timestamp ascending; rows without a
-   timestamp first, in their previous order) — unlike recall, the last row is the newest,
-   not the best.
+4. All messages are sorted CHRONOLOGICALLY (parsed timestamp ascending; stored rows without a
+   timestamp first, conversation entries without one LAST — they are the live conversation,
+   the newest turns — each in their previous order) — unlike recall, the last row is the
+   newest, not the best. (The original sorted every untimed entry first, putting the turn
+   being answered before last week's memories.)
 Entries of other roles (system, tool, …) only filter: `context_filter_only` lists them.
 """
 
@@ -87,7 +89,9 @@ def _echo(entry: Entry) -> dict[str, Any]:
 
 def _order(msg: dict[str, Any]) -> tuple:
     stamp = parse_ts(msg.get("timestamp") or "")
-    return (0, "") if stamp is None else (1, stamp.isoformat())
+    if stamp is None:
+        return (2, "") if msg.get("context_type") == "conversation" else (0, "")
+    return (1, stamp.isoformat())
 
 
 def merge(response: Mapping[str, Any], entries: list[Entry]) -> dict[str, Any]:

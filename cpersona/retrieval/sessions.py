@@ -9,7 +9,8 @@ one that shares more: new users found the newest of six sessions ranked third fo
 we do last session?" and no session at all for 前回のセッションでは何をした？. So that episode
 is put first, at the best row's score, marked with the channel "session", and the gate keeps
 it as it keeps an exact match; the other rows follow in their order. Only a conversation
-counts — "last session / conversation / chat", "last time we talked", 前回の会話, 前回は何を…;
+counts — "last session / conversation / chat", "last time we talked", "what did we work on last
+time", "where we left off", 前回の会話, 前回は何を…;
 not a time window ("last week"), a call, a talk or a value (前回の値), which a tester found
 pinned an unrelated summary. None of the benchmark sets holds episodes: no set moves.
 """
@@ -31,6 +32,8 @@ CHANNEL = "session"
 _NOUN = r"(session|conversation|chat)"
 _LAST = re.compile(rf"\b(last|previous|latest|most recent|prior)\s+{_NOUN}\b"
                    r"|\blast time (we|you and i) (talked|spoke|chatted)\b"
+                   r"|\b(did|were) (we|you and i) (do|doing|discuss|discussing|talk|talking|chat|work|working|decide|"
+                   r"agree|plan|cover|go over)\b[^?.!]*\blast time\b|\bwhere (did )?we (leave|left) off\b"
                    r"|前回(の)?(セッション|会話)|前回(は|に)?何を|前の(セッション|会話)|最後の(セッション|会話)"
                    r"|直近の(セッション|会話)|この前の(セッション|会話)", re.IGNORECASE)
 _FIRST = re.compile(rf"\b(first|earliest|initial)\s+{_NOUN}\b|最初の(セッション|会話)|初回の(セッション|会話)",

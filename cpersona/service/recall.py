@@ -17,6 +17,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from typing import Any
 
@@ -119,7 +120,8 @@ class RecallService(ServiceBase):
         agent_gate = self.calibration.gate_for(req.agent_id)
         with self.db.read() as s:
             ctx = make_context(self.settings, s, indexes, agent_gate, lambda _text: None, self.pool_size)
-            ctx.embed_query = lambda _text: self._await_query_vector(pending, ctx)
+            late: list[str] = []  # why this recall went on without its query vector
+            ctx.embed_query = lambda _text: self._await_query_vector(pending, ctx, late)
             if self.db.parallel_reads:
                 ctx.parallel = lambda fn: self._read_pool.submit(self._in_reader, fn)
                 if pending is not None:
@@ -137,7 +139,7 @@ class RecallService(ServiceBase):
             if not req.deep:
                 response["withheld"]["fix"] = "recall(deep=true) halves the bar"
         self._after_recall(req, ctx, agent_gate, response)
-        advisory = self.gateway.advisory.payload()
+        advisory = self.gateway.advisory.payload(late[0] if late else None)
         if advisory:
             response["advisory"] = advisory
         notice = self.updates.recall_notice()
@@ -177,10 +179,23 @@ class RecallService(ServiceBase):
         """Memories + episodes in `scope` (the gate's pool), cached until the file changes."""
         return self._pool_counts.get(self.db, scope)
 
-    def _await_query_vector(self, pending: Future | None, ctx: RecallContext) -> np.ndarray | None:
+    def _await_query_vector(self, pending: Future | None, ctx: RecallContext, late: list[str]) -> np.ndarray | None:
         """The query vector of a recall (None without one); loads the resident indexes
-        into `ctx` when the dimension was unknown before this embed (first HTTP answer)."""
-        qvec = pending.result() if pending is not None else None
+        into `ctx` when the dimension was unknown before this embed (first HTTP answer).
+        Waits at most CPERSONA_QUERY_EMBED_WAIT_SECS: a backend busy or stalled (a worker
+        stopped mid-batch) costs a recall that long, not the watchdog's deadline; the recall
+        then answers from keywords and `late` says why (the embed finishes in the background
+        and fills the query cache)."""
+        wait = self.settings.query_embed_wait_secs
+        if late:  # waited once already: the later stages go on without it at once
+            return None
+        try:
+            qvec = pending.result(timeout=wait) if pending is not None else None
+        except FutureTimeout:
+            mode = self.gateway.embedder.mode if self.gateway.embedder else "none"
+            late.append(f"mode={mode} / no query vector within {wait:g} s (CPERSONA_QUERY_EMBED_WAIT_SECS)")
+            log.info("recall went on without its query vector: %s", late[0])
+            return None
         if qvec is not None and ctx.memory_index is None:
             indexes = self.indexes()
             if indexes:

@@ -26,7 +26,7 @@ from functools import cached_property
 from pathlib import Path
 
 from cpersona.errors import StorageError
-from cpersona.storage import migration, resident_trigrams, resident_words
+from cpersona.storage import migration, resident_trigrams, resident_words, text_columns
 from cpersona.storage.chunks import ChunkedWrites
 from cpersona.storage.commit_order import CommitOrdered
 from cpersona.storage.failures import Conditions, condition_of
@@ -180,8 +180,9 @@ class Database(CommitOrdered, ChunkedWrites):
         if mode is not None and not self.memory:
             target, uri = f"{Path(self.path).resolve().as_uri()}?mode={mode}", True
         timeout = self.busy_timeout_ms
-        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=timeout / 1000, uri=uri,
-                               factory=CountingConnection)
+        conn = text_columns.prepare(sqlite3.connect(
+            target, isolation_level=None, check_same_thread=False, timeout=timeout / 1000, uri=uri,
+            factory=CountingConnection))
         conn.execute(f"PRAGMA busy_timeout={timeout}")
         return conn
 

@@ -14,6 +14,8 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+from cpersona.storage import text_columns
+
 #: table → ((field, default when the column is missing), ...), in export order.
 FIELDS: dict[str, tuple[tuple[str, Any], ...]] = {
     "memories": (("id", None), ("agent_id", ""), ("msg_id", ""), ("content", ""), ("source", "{}"),
@@ -47,12 +49,17 @@ class DumpRepo:
             self._columns[table] = columns(self.conn, table)
         return self._columns[table]
 
+    def _read(self, name: str) -> str:
+        """How a column is read: text columns as text whatever another program stored there
+        (storage/text_columns.py)."""
+        return name if name in text_columns.NUMERIC else f"{text_columns.text(name)} AS {name}"
+
     def _select(self, table: str, with_embedding: bool) -> str:
         have = self._cols(table)
         parts = []
         for name, default in FIELDS[table]:
             if name in have:
-                parts.append(name)
+                parts.append(self._read(name))
             else:
                 parts.append(f"{'NULL' if default is None else repr(default)} AS {name}")
         if with_embedding:

@@ -6,12 +6,16 @@ import sqlite3
 from typing import Any
 
 from cpersona.errors import Refused
-from cpersona.storage import paging
+from cpersona.storage import paging, text_columns
 from cpersona.storage.records import EpisodeDraft, EpisodeRow, RowRef
 from cpersona.storage.scope import Scope
 
 #: Columns of an `EpisodeRow`, for a table aliased `e` (timestamp = start time, else creation).
 ROW_COLUMNS = "e.id, e.summary, COALESCE(NULLIF(e.start_time, ''), e.created_at, ''), e.created_at, e.resolved"
+#: ROW_COLUMNS on SQLite: text columns read as text whatever another program stored there
+#: (storage/text_columns.py).
+READ_COLUMNS = ", ".join(["e.id", *(text_columns.text(c) for c in (
+    "e.summary", "COALESCE(NULLIF(e.start_time, ''), e.created_at, '')", "e.created_at")), "e.resolved"])
 LIST_COLUMNS = ("id", "agent_id", "project_id", "summary", "keywords", "start_time", "end_time", "resolved", "channel",
                 "created_at")
 
@@ -52,7 +56,7 @@ class EpisodeRepo:
             return {}
         where, params = scope.predicate("e", use_index=False)
         marks = ",".join("?" * len(ids))
-        sql = f"SELECT {ROW_COLUMNS} FROM episodes e WHERE e.id IN ({marks}) AND {where}"
+        sql = f"SELECT {READ_COLUMNS} FROM episodes e WHERE e.id IN ({marks}) AND {where}"
         return {row[0]: EpisodeRow._make(row) for row in self.conn.execute(sql, [*ids, *params])}
 
     def listing(self, scope: Scope, limit: int, before: tuple[str, int] | None = None) -> list[dict[str, Any]]:
@@ -63,7 +67,7 @@ class EpisodeRepo:
     def owned(self, episode_id: int, agent_id: str) -> EpisodeRow | None:
         """The episode if `agent_id` owns it."""
         row = self.conn.execute(
-            f"SELECT {ROW_COLUMNS} FROM episodes e WHERE e.id = ? AND e.agent_id = ?", (episode_id, agent_id)
+            f"SELECT {READ_COLUMNS} FROM episodes e WHERE e.id = ? AND e.agent_id = ?", (episode_id, agent_id)
         ).fetchone()
         return EpisodeRow._make(row) if row else None
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from cpersona.errors import CheckNeedsWrite, DatabaseDamaged, StatementTimeout
+from cpersona.errors import CheckNeedsWrite, DatabaseBusy, DatabaseDamaged, StatementTimeout
 from cpersona.storage import migration, originals, schema
 from cpersona.storage.failures import condition_of
 
@@ -32,13 +32,16 @@ def is_damage(err: BaseException) -> bool:
 
 
 def _reraise_interrupt(err: sqlite3.Error) -> None:
-    """An interrupted statement, or a write refused by a read-only file, is not a finding
-    about the file: let it reach the caller (CheckNeedsWrite for the latter)."""
+    """An interrupted statement, a write refused by a read-only file, or a write lock held
+    by another connection past the busy timeout is not a finding about the file: let it
+    reach the caller (CheckNeedsWrite, DatabaseBusy)."""
     name = getattr(err, "sqlite_errorname", "")
     if name == "SQLITE_INTERRUPT":
         raise err
     if name == "SQLITE_READONLY":
         raise CheckNeedsWrite(f"the file is read-only here ({err})") from err
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        raise DatabaseBusy(f"another connection holds the file's write lock ({err})", "busy") from err
 
 
 def _damage_text(err: sqlite3.Error) -> str:

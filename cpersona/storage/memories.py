@@ -15,13 +15,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cpersona.errors import Refused
-from cpersona.storage import paging, word_index
+from cpersona.storage import paging, text_columns, word_index
 from cpersona.storage.records import MemoryDraft, MemoryRow, RowRef
 from cpersona.storage.scope import Scope, source_id_predicate
 from cpersona.util.words import canonical_forms
 
 #: Columns of a `MemoryRow`, for a table aliased `m`.
 ROW_COLUMNS = "m.id, m.content, m.timestamp, m.created_at, m.source, m.msg_id"
+#: ROW_COLUMNS on SQLite: text columns read as text whatever another program stored there
+#: (storage/text_columns.py).
+READ_COLUMNS = ", ".join(["m.id", *(text_columns.text(f"m.{c}")
+                                      for c in ("content", "timestamp", "created_at", "source", "msg_id"))])
 LIST_COLUMNS = ("id", "agent_id", "project_id", "content", "source", "timestamp", "created_at", "locked", "channel")
 
 
@@ -170,13 +174,13 @@ class MemoryRepo:
             return {}
         where, params = row_filter(scope, source_id, use_index=False)
         marks = ",".join("?" * len(ids))
-        sql = f"SELECT {ROW_COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {where}"
+        sql = f"SELECT {READ_COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {where}"
         return {row[0]: MemoryRow._make(row) for row in self.conn.execute(sql, [*ids, *params])}
 
     def newest(self, scope: Scope, source_id: str, limit: int) -> list[MemoryRow]:
         """The newest `limit` memories in scope (recall with a blank query)."""
         where, params = row_filter(scope, source_id)
-        sql = f"SELECT {ROW_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC LIMIT ?"
+        sql = f"SELECT {READ_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC LIMIT ?"
         return [MemoryRow._make(r) for r in self.conn.execute(sql, [*params, limit])]
 
     def ids_with_source(self, scope: Scope, source_id: str) -> list[int]:
@@ -193,7 +197,8 @@ class MemoryRepo:
     def owned(self, memory_id: int, agent_id: str) -> tuple[str, str, str, str] | None:
         """(content, source JSON, timestamp, msg_id) of the memory if `agent_id` owns it."""
         return self.conn.execute(
-            "SELECT content, source, timestamp, msg_id FROM memories WHERE id = ? AND agent_id = ?",
+            f"SELECT {text_columns.select_list(('content', 'source', 'timestamp', 'msg_id'))} FROM memories "
+            "WHERE id = ? AND agent_id = ?",
             (memory_id, agent_id),
         ).fetchone()
 

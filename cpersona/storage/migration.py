@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cpersona.errors import SchemaTooNew
-from cpersona.storage import originals, word_index
+from cpersona.storage import originals, text_columns, word_index
 from cpersona.storage.meta import WORD_FORM_KEY, decode
 from cpersona.storage.schema import (
     FTS_REBUILD_PENDING,
@@ -233,7 +233,8 @@ def _lacking_words(conn: sqlite3.Connection, after: int | None) -> list[tuple[in
     """The next WORD_BACKFILL_BATCH memories (by id, after `after`; every id when None — SQLite
     allows ids ≤ 0) without a row in the word index, their content as text: another program
     may have written a BLOB or bytes that are not UTF-8, read here with U+FFFD for what is not
-    (as FTS5 itself reads them), so one such row cannot keep the store from opening."""
+    (as FTS5 itself reads them; storage/text_columns.py), so one such row cannot keep the
+    store from opening — on any connection, with or without the lenient TEXT reading."""
     factory = conn.text_factory
     conn.text_factory = bytes
     try:
@@ -242,7 +243,8 @@ def _lacking_words(conn: sqlite3.Connection, after: int | None) -> list[tuple[in
             "(SELECT rowid FROM memories_words) ORDER BY id LIMIT ?", (after, after, WORD_BACKFILL_BATCH)).fetchall()
     finally:
         conn.text_factory = factory
-    return [(i, bytes(text).decode("utf-8", "replace") if text is not None else "") for i, text in rows]
+    return [(i, text if isinstance(text, str) else "" if text is None else text_columns.lenient_text(text))
+            for i, text in rows]
 
 
 def _stamp(conn: sqlite3.Connection, fts: bool) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cpersona.errors import StorageError
+from cpersona.storage import text_columns
 from cpersona.storage.dump import DumpRepo, columns
 from cpersona.storage.meta import MetaRepo
 
@@ -66,7 +67,7 @@ class SourceFile:
         if not is_sqlite(path):
             raise StorageError(f"{path} is not a SQLite database")
         try:
-            self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            self.conn = text_columns.prepare(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True))
             self.conn.execute("BEGIN")  # one snapshot for the whole read
             self.dump = DumpRepo(self.conn)
             self.version = self.dump.schema_version()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from cpersona.storage import text_columns
 from cpersona.storage.scope import Scope
 
 
@@ -24,7 +25,8 @@ def newest_first(conn: sqlite3.Connection, table: str, columns: tuple[str, ...],
         where = f"({where}) AND (created_at < ? OR (created_at = ? AND id < ?))"
         args += [before[0], before[0], before[1]]
     rows = conn.execute(
-        f"SELECT {', '.join(columns)} FROM {table} WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
+        f"SELECT {text_columns.select_list(columns)} FROM {table} WHERE {where} "
+        "ORDER BY created_at DESC, id DESC LIMIT ?",
         [*args, limit],
     ).fetchall()
     return [dict(zip(columns, r)) for r in rows]

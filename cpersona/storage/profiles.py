@@ -16,7 +16,7 @@ class ProfileRepo:
     def get(self, agent_id: str) -> str:
         """The agent's profile text ('' when none)."""
         row = self.conn.execute(
-            "SELECT content FROM profiles WHERE agent_id = ? AND user_id = ''", (agent_id,)
+            "SELECT CAST(content AS TEXT) FROM profiles WHERE agent_id = ? AND user_id = ''", (agent_id,)
         ).fetchone()
         return row[0] if row else ""
 
@@ -31,7 +31,8 @@ class ProfileRepo:
     def newest(self, agent_id: str, limit: int) -> list[str]:
         """Texts of the agent's profiles, newest first."""
         rows = self.conn.execute(
-            "SELECT content FROM profiles WHERE agent_id = ? AND user_id = '' ORDER BY updated_at DESC LIMIT ?",
+            "SELECT CAST(content AS TEXT) FROM profiles WHERE agent_id = ? AND user_id = '' ORDER BY updated_at DESC "
+            "LIMIT ?",
             (agent_id, limit),
         ).fetchall()
         return [r[0] for r in rows]

@@ -27,9 +27,9 @@ from cpersona.storage.scope import Scope
 
 #: fts table → (content table, alias, columns of the row type).
 _FTS = {
-    "memories_fts": ("memories", "m", memories.ROW_COLUMNS),
-    "episodes_fts": ("episodes", "e", episodes.ROW_COLUMNS),
-    "memories_words": ("memories", "m", memories.ROW_COLUMNS),
+    "memories_fts": ("memories", "m", memories.READ_COLUMNS),
+    "episodes_fts": ("episodes", "e", episodes.READ_COLUMNS),
+    "memories_words": ("memories", "m", memories.READ_COLUMNS),
 }
 
 #: The scoped answer is taken from the best `TOP_DEPTH_FACTOR × limit` matches of the whole
@@ -127,7 +127,7 @@ class SearchRepo:
         where, params = memories.row_filter(scope, source_id)
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         sql = (
-            f"SELECT {memories.ROW_COLUMNS} FROM memories m WHERE m.content LIKE ? ESCAPE '\\' AND {where} "
+            f"SELECT {memories.READ_COLUMNS} FROM memories m WHERE m.content LIKE ? ESCAPE '\\' AND {where} "
             "ORDER BY m.created_at DESC, m.id DESC LIMIT ?"
         )
         return [MemoryRow._make(r) for r in self.conn.execute(sql, [pattern, *params, limit])]

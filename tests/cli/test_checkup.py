@@ -81,7 +81,7 @@ def test_json_report_is_complete_and_parseable(cli):
     status, out, _ = cli("--json", "--deep")
     report = json.loads(out)
     assert status == 0 and report["checkup"]["exit_code"] == 0 and report["checkup"]["db"] == str(cli.db)
-    assert len(report["checks_run"]) == 32 and "stats" in report
+    assert len(report["checks_run"]) == 33 and "stats" in report
     assert report["deep"]["kai"]["results"]["short_content"]["count"] == 1
 
 

@@ -140,6 +140,41 @@ def test_an_interrupted_background_reembed_resumes_where_it_stopped(tmp_path):
         second.close()
 
 
+class Restarting(Hash384):
+    """A bundled model whose worker dies in the middle of a batch once, then is loaded again."""
+
+    def __init__(self, model_id: str) -> None:
+        super().__init__(model_id)
+        self.died = False
+
+    def wait_ready(self, timeout: float) -> bool:
+        return True
+
+    def embed(self, texts):
+        if self.calls == 1 and not self.died:
+            self.died = True
+            from cpersona.errors import EmbeddingNotReady
+            raise EmbeddingNotReady("local model 'use': the embedding worker was killed; a new worker is loading")
+        return super().embed(texts)
+
+
+def test_foreground_reembed_waits_for_a_model_that_restarts_and_finishes(tmp_path):
+    from cpersona.jobs.reembed import reembed
+
+    db = tmp_path / "m.db"
+    old = engine(db, HashEmbedder("model-a"))
+    store_rows(old, [(f"row {i} harbour", "") for i in range(70)])
+    old.close()
+    cli = engine(db, Restarting("model-b"), start=False)
+    try:
+        report = reembed(cli.gateway, cli.db, batch=32)
+    finally:
+        cli.close()
+    assert cli.gateway.embedder.died and (report.rows, report.total) == (70, 70)
+    assert recorded(db)["pending"] is None
+    assert db_rows(db, "SELECT COUNT(*) FROM memories WHERE length(embedding) = 1536") == [(70,)]
+
+
 def _legacy_db(tmp_path, dim: int, made_by=None) -> Path:
     """The 2.5.4 fixture with vectors written the way the original writes them (no record)."""
     db = tmp_path / "legacy.db"

@@ -108,3 +108,20 @@ def test_agent_scope_limits_reports_and_repairs(engine_none):
     assert memory(engine_none, mine)[4] == "mine"
     assert memory(engine_none, theirs)[4] == "<@2> theirs"
     assert find(engine_none.check_health(checks=["discord_mention"]), "discord_mention")[0]["count"] == 1
+
+
+@pytest.mark.sqlite_only("another program's BLOB or non-UTF-8 text in a TEXT column: SQLite does not check")
+def test_content_that_is_not_utf8_text_is_rewritten_as_the_text_it_reads_as(engine_none):
+    blob = add_memory(engine_none, b"deploy blob \xff payment")
+    bad = raw(engine_none, "INSERT INTO memories (agent_id, content, timestamp) VALUES ('kai', CAST(? AS TEXT), '')",
+              (b"deploy \xc3\x28 invalid",))
+    locked = add_memory(engine_none, b"locked \xff", locked=1)
+    fine = add_memory(engine_none, "ordinary text, café")
+    before, during, _ = cycle(engine_none, "content_not_text", "content_not_text", "warn", locked=1)
+    assert before["count"] == 3 and before["locked"] == 1 and during["rewritten"] == 2
+    assert rows(engine_none, "SELECT typeof(content), content FROM memories WHERE id IN (?, ?) ORDER BY id",
+                (blob, bad)) == [("text", "deploy blob \ufffd payment"), ("text", "deploy \ufffd( invalid")]
+    assert memory(engine_none, fine)[4] == "ordinary text, café"
+    assert rows(engine_none, "SELECT typeof(content) FROM memories WHERE id = ?", (locked,)) == [("blob",)]
+    with engine_none.db.read() as s:  # the rewritten text is searchable
+        assert [r.id for r, _ in s.search.memories_fts('"payment"', Scope(None), "", 10)] == [blob]

@@ -24,7 +24,7 @@ def test_a_clean_store_is_healthy_and_every_check_ran(engine_none):
     report = engine_none.check_health()
     assert report["status"] == "healthy" and report["severity_summary"] == {"critical": 0, "warn": 0, "info": 1}
     assert [i["type"] for i in report["issues"]] == ["null_embedding"]  # mode none: expected, info
-    assert report["checks_run"] == list(NAMES) and len(NAMES) == 32 and NAMES[:3] == (
+    assert report["checks_run"] == list(NAMES) and len(NAMES) == 33 and NAMES[:3] == (
         "memory_annotation", "discord_mention", "oversized_content")
     assert report["fixed"] is False and report["total_memories"] == 1
     stats = report["stats"]
@@ -159,6 +159,25 @@ def test_a_write_lock_never_released_means_nothing_is_repaired(engine_none, monk
     assert out["repairs_skipped"] is True and "write lock" in out["repairs_skip_reason"]
     assert out["fixed"] is False and memory(engine_none, bad)[4] == "<@1> blocked"
     assert find(out, "discord_mention")[0]["repairable"] == 1
+
+
+@pytest.mark.sqlite_only("drives SQLite's file lock or its error types")
+def test_a_write_lock_held_elsewhere_is_not_reported_as_a_damaged_index(make_engine):
+    """FTS5's integrity-check runs as a write: a lock held past the busy timeout leaves the
+    index unchecked (info), never 'fts_integrity_failure' (critical)."""
+    engine = make_engine(embedding_mode="none", busy_timeout_ms=100)
+    engine.store("kai", "a row to index")
+    ready = threading.Event()
+    holder = threading.Thread(target=_hold_write_lock, args=(engine.db.path, 1.0, ready))
+    holder.start()
+    ready.wait(10)
+    try:
+        report = engine.check_health(checks=["fts_integrity"])
+    finally:
+        holder.join()
+    assert find(report, "fts_integrity_failure") == [] and report["status"] == "healthy"
+    unchecked = find(report, "fts_not_checked")
+    assert unchecked and all("write lock" in i["reason"] and i["severity"] == "info" for i in unchecked)
 
 
 def test_every_registered_check_has_its_own_test():

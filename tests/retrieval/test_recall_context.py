@@ -50,9 +50,10 @@ def test_recalled_rows_and_echoes_sort_by_time(eng):
         {"role": "user", "content": "what is the pelican plan", "timestamp": "2026-03-03T00:00:00+00:00"},
         {"role": "user", "content": "undated question"},
     ])
-    assert contents(out) == ["undated question", "pelican feeding schedule morning", "what is the pelican plan",
-                             "pelican feeding schedule evening"]
-    assert "ref" in out["messages"][1] and "ref" not in out["messages"][2]
+    # an undated conversation entry is the live conversation: after every dated row (the original put it first)
+    assert contents(out) == ["pelican feeding schedule morning", "what is the pelican plan",
+                             "pelican feeding schedule evening", "undated question"]
+    assert "ref" in out["messages"][0] and "ref" not in out["messages"][1]
 
 
 def test_context_validation(eng):

@@ -63,6 +63,31 @@ def test_advisory_fault_on_first_degraded_recall_then_cleared(engine_http, fake_
     assert "vector" in healed["messages"][-1]["match_reason"]["retrievers"]
 
 
+def test_a_query_vector_that_does_not_come_in_time_leaves_a_keyword_recall_that_says_so(http_engine_factory,
+                                                                                        monkeypatch):
+    """A backend busy or stalled (a worker stopped mid-batch) costs a recall
+    CPERSONA_QUERY_EMBED_WAIT_SECS, not the backend's own deadline."""
+    import threading
+    import time
+
+    eng = http_engine_factory(query_embed_wait_secs=0.2)
+    eng.store("a", "late-42 the deploy runs nightly")
+    embed, release = eng.gateway.embedder.embed, threading.Event()
+    monkeypatch.setattr(eng.gateway.embedder, "embed", lambda texts: (release.wait(10), embed(texts))[1])
+    try:
+        started = time.monotonic()
+        out = recall(eng, "late-42 deploy")
+        waited = time.monotonic() - started
+    finally:
+        release.set()
+    assert contents(out) == ["late-42 the deploy runs nightly"]
+    assert "vector" not in out["messages"][-1]["match_reason"]["retrievers"]
+    adv = out["advisory"]
+    assert adv["severity"] == "fault" and "not ready in time" in adv["reason"]
+    assert "CPERSONA_QUERY_EMBED_WAIT_SECS" in adv["evidence"] and waited < 5
+    assert wait_until(lambda: "advisory" not in recall(eng, "late-42 deploy"))  # the late vector came: healthy
+
+
 # ------------------------------------------------------------- backfill
 def test_store_while_endpoint_down_is_backfilled(http_engine_factory, fake_embed):
     eng = http_engine_factory()  # default retry delay (30 s): only wake() brings the worker back early

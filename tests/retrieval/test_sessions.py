@@ -26,7 +26,10 @@ SESSIONS = [  # summary, its turns' time (offsets differ: compared after parsing
     ("Last time I checked, which Postgres version did we run?", 0), ("the first call to the billing API", 0),
     ("What was the latest call volume?", 0), ("Who gave the first talk at PyCon?", 0), ("初回ログインの手順は？", 0),
     ("前回の値はいくつ？", 0), ("compare our first session with the last session", 0),
-    ("What did we discuss last time we talked?", 1), ("前回の会話の要点は？", 1)])
+    ("What did we discuss last time we talked?", 1), ("前回の会話の要点は？", 1),
+    ("What did we work on last time?", 1), ("what were we discussing last time", 1),
+    ("Remind me where we left off", 1), ("How much did we pay last time?", 0),
+    ("What was the price last time?", 0), ("last time we deployed, what broke?", 0)])
 def test_a_question_about_a_session_is_recognised(query, sign):
     assert sessions.direction(query) == sign
 

@@ -17,6 +17,9 @@ class PgDumpRepo(DumpRepo):
     def __init__(self, conn: psycopg.Connection) -> None:
         super().__init__(portable(conn))
 
+    def _read(self, name: str) -> str:
+        return name  # PostgreSQL keeps text columns text (and valid UTF-8)
+
     def _cols(self, table: str) -> set[str]:
         if table not in self._columns:
             rows = self.conn.execute("SELECT column_name FROM information_schema.columns "

@@ -1,0 +1,46 @@
+"""Text columns read as text, whatever another program wrote into them.
+
+SQLite stores what it is given: a program binding bytes puts a BLOB into `memories.content`,
+and a TEXT value may hold bytes that are not UTF-8. Python's sqlite3 then hands back `bytes`
+(which no JSON answer can carry) or fails the whole fetch ("Could not decode to UTF-8
+column …"), so one such row made every recall of its agent fail. So:
+
+* every connection of the storage layer reads text values through `lenient_text`
+  (`prepare`: its `text_factory`), which decodes UTF-8 with U+FFFD for what is not UTF-8 —
+  as FTS5 itself reads such a value;
+* the statements that hand rows to a caller read their text columns as `text(column)`
+  (`CAST(column AS TEXT)`: a BLOB's bytes, or a number's digits, as text), so the row is
+  found, shown and exported, and `checkup` can name it.
+
+(sqlite3's per-declared-type converters would do both at once, but CPython hands a
+converter's column None for an empty string — every `project_id` '' would read as NULL.)
+A NULL stays None.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from functools import partial
+
+#: bytes → str: UTF-8 with U+FFFD for each byte sequence that is not UTF-8.
+lenient_text = partial(str, encoding="utf-8", errors="replace")
+
+
+def prepare(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """`conn` reading every text value leniently (its `text_factory`); returns it."""
+    conn.text_factory = lenient_text
+    return conn
+
+
+def text(column: str) -> str:
+    """SQL reading `column` as text whatever its storage class (NULL stays NULL)."""
+    return f"CAST({column} AS TEXT)"
+
+
+#: Columns of the memory tables that hold numbers; every other column read back is text.
+NUMERIC = frozenset({"id", "locked", "recall_count", "resolved"})
+
+
+def select_list(columns: tuple[str, ...] | list[str]) -> str:
+    """`columns` as a SELECT list, each text column read as `text(column)` under its own name."""
+    return ", ".join(c if c in NUMERIC else f"{text(c)} AS {c}" for c in columns)

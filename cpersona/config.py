@@ -76,8 +76,7 @@ class Settings(BaseModel):
                                              "the call is answered as busy (error_kind \"busy\", retryable).")
     max_content_length: int = Field(16000, ge=1, le=10_000_000, description="Longest memory / summary, in characters.")
     max_profile_length: int = Field(2000, ge=1, le=1_000_000, description="Longest profile in characters (cut beyond).")
-    max_metadata_length: int = Field(8000, ge=2, le=1_000_000,
-                                     description="Longest source / metadata JSON, in characters.")
+    max_metadata_length: int = Field(8000, ge=2, le=1_000_000, description="Longest source / metadata JSON, in chars.")
     startup_integrity_check: bool = Field(True, description="At start, run SQLite's quick_check in the background "
                                           "and log an error when the file is damaged.")
     # ------------------------------------------------------------- portability
@@ -108,12 +107,10 @@ class Settings(BaseModel):
     embedding_cache_size: int = Field(256, ge=0, le=1_000_000, description="Query vectors cached (LRU; 0 = off).")
     embedding_cache_ttl: float = Field(300.0, ge=0, le=86400 * 365, description="Seconds a cached query vector lives.")
     degraded_advisory: bool = Field(True, description="Tell the agent in recall when search runs without vectors.")
-    model_wait_seconds: float = Field(10.0, ge=0.0, le=600.0,
-                                      description="Seconds a store or recall waits for the bundled model still "
-                                      "loading before going on without a vector.")
-    query_embed_wait_secs: float = Field(5.0, ge=0.05, le=600.0,
-                                         description="Seconds a recall waits for its query's vector (a backend "
-                                         "busy or stalled) before answering from keywords alone, saying so.")
+    model_wait_seconds: float = Field(10.0, ge=0.0, le=600.0, description="Seconds a store or recall waits for "
+                                      "the bundled model still loading before going on without a vector.")
+    query_embed_wait_secs: float = Field(5.0, ge=0.05, le=600.0, description="Seconds a recall waits for its "
+                                         "query's vector before answering from keywords alone, saying so.")
     # ----------------------------------------------------------- task queue
     task_queue_enabled: bool = Field(True, description="Run the worker that embeds rows stored without a vector.")
     task_retry_delay: float = Field(30.0, ge=0.05, le=86400, description="Seconds between retries of a failing task.")

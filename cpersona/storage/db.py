@@ -43,6 +43,10 @@ BUSY_TIMEOUT_MS = 5000
 #: How long opening a file waits for another process that is migrating it (a large file's
 #: FTS rebuild takes seconds to minutes), retrying every busy timeout, before giving up.
 MIGRATION_WAIT_S = 300.0
+#: `change_stamp(wait=False)` waits this long for the writer lock: a stamp read by another
+#: thread (the resident-index builder) holds it for microseconds (longer when the GIL passes to
+#: another thread meanwhile), a write of an import for seconds.
+STAMP_WAIT_S = 0.02
 
 
 class Database(CommitOrdered, ChunkedWrites):
@@ -180,9 +184,8 @@ class Database(CommitOrdered, ChunkedWrites):
         if mode is not None and not self.memory:
             target, uri = f"{Path(self.path).resolve().as_uri()}?mode={mode}", True
         timeout = self.busy_timeout_ms
-        conn = text_columns.prepare(sqlite3.connect(
-            target, isolation_level=None, check_same_thread=False, timeout=timeout / 1000, uri=uri,
-            factory=CountingConnection))
+        conn = text_columns.prepare(sqlite3.connect(target, isolation_level=None, check_same_thread=False,
+                                                    timeout=timeout / 1000, uri=uri, factory=CountingConnection))
         conn.execute(f"PRAGMA busy_timeout={timeout}")
         return conn
 
@@ -346,19 +349,15 @@ class Database(CommitOrdered, ChunkedWrites):
 
         With `wait=False` it answers None instead of waiting while this process holds the write lock (a long
         import writes chunk after chunk): no other connection can commit meanwhile, so the caller looks again later."""
-        if not self._lock.acquire(blocking=wait):
-            return None
-        try:
-            with self._named():
-                return self._writer.execute("PRAGMA data_version").fetchone()[0]
-        finally:
-            self._lock.release()
+        stamp = self.change_stamp(wait)
+        return None if stamp is None else stamp[1]
 
     def change_stamp(self, wait: bool = True) -> tuple[int, int] | None:
         """Changes by this process's writer and by any other connection; equal stamps mean
         the file's rows are unchanged (used to cache derived counts). With `wait=False`,
-        None while this process is writing (the rows are changing: nothing to cache)."""
-        if not self._lock.acquire(blocking=wait):
+        None while this process is writing (the rows are changing: nothing to cache) — past
+        STAMP_WAIT_S, which another thread's stamp read fits in."""
+        if not self._lock.acquire(timeout=-1 if wait else STAMP_WAIT_S):
             return None
         try:
             with self._named():

@@ -57,6 +57,15 @@ def engine(db, backend, authority=True, start=True, **overrides):
     return Engine(settings, embedder=backend, start_background=start, model_authority=authority)
 
 
+def stored_by_model_a(tmp_path, text: str, n: int) -> Path:
+    """A new file m.db holding `n` memories `text.format(i)` with vectors of "model-a"."""
+    db = tmp_path / "m.db"
+    old = engine(db, HashEmbedder("model-a"))
+    store_rows(old, [(text.format(i), "") for i in range(n)])
+    old.close()
+    return db
+
+
 def recorded(db) -> dict:
     rows = db_rows(db, "SELECT value FROM cpersona_meta WHERE key = 'vectors'")
     return json.loads(rows[0][0]) if rows else {}
@@ -91,10 +100,7 @@ def test_a_command_with_another_model_never_re_records_it(tmp_path):
 
 
 def test_the_server_start_migrates_in_the_background_and_tells_every_recall(tmp_path):
-    db = tmp_path / "m.db"
-    old = engine(db, HashEmbedder("model-a"))
-    store_rows(old, [(f"note {i} about the harbour ferries and tides", "") for i in range(40)])
-    old.close()
+    db = stored_by_model_a(tmp_path, "note {} about the harbour ferries and tides", 40)
     new = engine(db, Hash384("model-b"), start=False)
     try:
         assert new._prepare_identity() is True  # what the queue worker runs first at start
@@ -120,10 +126,7 @@ def test_the_server_start_migrates_in_the_background_and_tells_every_recall(tmp_
 
 
 def test_an_interrupted_background_reembed_resumes_where_it_stopped(tmp_path):
-    db = tmp_path / "m.db"
-    old = engine(db, HashEmbedder("model-a"))
-    store_rows(old, [(f"row {i} harbour", "") for i in range(70)])
-    old.close()
+    db = stored_by_model_a(tmp_path, "row {} harbour", 70)
     first = engine(db, Hash384("model-b"), start=False)
     first._prepare_identity()
     task = first.queue.reembedder
@@ -161,10 +164,7 @@ class Restarting(Hash384):
 def test_foreground_reembed_waits_for_a_model_that_restarts_and_finishes(tmp_path):
     from cpersona.jobs.reembed import reembed
 
-    db = tmp_path / "m.db"
-    old = engine(db, HashEmbedder("model-a"))
-    store_rows(old, [(f"row {i} harbour", "") for i in range(70)])
-    old.close()
+    db = stored_by_model_a(tmp_path, "row {} harbour", 70)
     cli = engine(db, Restarting("model-b"), start=False)
     try:
         report = reembed(cli.gateway, cli.db, batch=32)

@@ -79,7 +79,8 @@ def test_recall_counts_the_gate_pool_once_until_the_file_changes(tmp_path, monke
     counted = []
     real = SearchRepo.pool_size
     monkeypatch.setattr(SearchRepo, "pool_size", lambda self, scope: counted.append(scope) or real(self, scope))
-    eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "c.db"), embedding_mode="none"))
+    # no background threads: a write of theirs in flight makes a recall count without the cache (by design)
+    eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "c.db"), embedding_mode="none"), start_background=False)
     try:
         eng.store("a", "kiwi orchard notes")
         for _ in range(3):

@@ -62,12 +62,18 @@ def episode(session: Session, scope: Scope, sign: int) -> EpisodeRow | None:
     return session.episodes.fetch([row_id], scope).get(row_id)
 
 
+#: A pinned summary's least score in the modes whose scores are read as 0..1 (cc, rsf): a full
+#: match — it answers the question by what it is, and a new user's agent took the 0.0 it had
+#: when no other row matched ("what did we do last session?") for "irrelevant".
+FLOOR = {"cc": 1.0, "rsf": 1.0}
+
+
 def pin(rows: list[Candidate], cand: Candidate, score: str) -> list[Candidate]:
     """`cand` (or the same row already listed) first, its fused `score` raised to the best
-    row's; the other rows after it in their order."""
+    row's and at least `FLOOR`; the other rows after it in their order."""
     row = next((c for c in rows if c.key == cand.key), cand)
     best = max((getattr(c, score) or 0.0 for c in rows if c.kind != PROFILE), default=0.0)
-    setattr(row, score, max(getattr(row, score) or 0.0, best))
+    setattr(row, score, max(getattr(row, score) or 0.0, best, FLOOR.get(score, 0.0)))
     if CHANNEL not in row.channels:
         row.channels.append(CHANNEL)
     return [row] + [c for c in rows if c.key != row.key]

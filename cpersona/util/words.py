@@ -23,7 +23,11 @@ query is matched against in it.
   `errdisk9755`), which its parts alone would not single out.
 * `query_terms` — the distinct tokens of a query minus English function words and, like
   them, the Japanese ones: terms written only in hiragana (particles and inflections:
-  があ, あっ, った), which are kept in the index as English function words are.
+  があ, あっ, った), which are kept in the index as English function words are. English
+  clitics are read first (`plain_query`): `who's`, `Mira's`, `we've` lose `'s` / `'ve`
+  (otherwise a term `s` that every possessive in the store matches: "who's on call?" found
+  "Mira's dog is called Biscuit" with every term matched), `don't` / `won't` read as
+  `do` / `will`.
 
 The tokens are space-separated letters and digits only, so SQLite's `unicode61` tokenizer
 (with diacritics kept) splits the stored form exactly where this module did.
@@ -191,11 +195,25 @@ def index_form(text: str) -> str:
     return " ".join(word_tokens(text))
 
 
+#: An English clitic after a word: 's (is / has / possessive), 'd, 'm, 'll, 've, 're; any apostrophe form.
+_CLITIC = re.compile(r"(?<=[^\W\d_])['’＇](?:s|d|m|ll|ve|re)\b", re.IGNORECASE)
+#: A negation contraction: `don't` → `do`; the stems that change form are listed.
+_NEGATION = re.compile(r"\b([^\W\d_]+?)n['’＇]t\b", re.IGNORECASE)
+_NEGATED = {"ca": "can", "wo": "will", "sha": "shall", "ai": "is"}
+
+
+def plain_query(query: str) -> str:
+    """`query` with English clitics read (module doc): `who's on call` → `who on call`."""
+    query = _NEGATION.sub(lambda m: _NEGATED.get(m.group(1).casefold(), m.group(1)), query)
+    return _CLITIC.sub("", query)
+
+
 def query_terms(query: str) -> list[str]:
-    """Distinct word-index tokens of a query, first occurrence order, English function words
-    (the trigram builder's list, compared before stemming) left out, and terms written in
-    hiragana only (`is_function_kana`) left out too unless the query has nothing else."""
-    terms = list(dict.fromkeys(_tokens(query, False, STOPWORDS)))
+    """Distinct word-index tokens of a query, first occurrence order, English clitics read
+    (`plain_query`), English function words (the trigram builder's list, compared before
+    stemming) left out, and terms written in hiragana only (`is_function_kana`) left out too
+    unless the query has nothing else."""
+    terms = list(dict.fromkeys(_tokens(plain_query(query), False, STOPWORDS)))
     content = [t for t in terms if not is_function_kana(t)]
     return content or terms
 
@@ -204,7 +222,7 @@ def spellings(query: str) -> dict[str, list[str]]:
     """Each term of `query_terms(query)` → the words of the query it comes from (an English
     stem → its unstemmed spellings, `deploys` for `deploy`; any other term → itself)."""
     out: dict[str, list[str]] = {}
-    for token in _TOKEN.findall(match_form(query).casefold()):
+    for token in _TOKEN.findall(match_form(plain_query(query)).casefold()):
         for part in _SCRIPT_RUN.findall(token):
             for term in _split(part, stop=STOPWORDS):
                 surface = part if _ASCII_WORD.fullmatch(part) else term
@@ -214,5 +232,5 @@ def spellings(query: str) -> dict[str, list[str]]:
     return {term: out.get(term, [term]) for term in query_terms(query)}
 
 
-__all__ = ["canonical_forms", "index_form", "is_bigram", "is_function_kana", "match_form", "query_terms", "spellings",
-           "visible", "word_token_set", "word_tokens"]
+__all__ = ["canonical_forms", "index_form", "is_bigram", "is_function_kana", "match_form", "plain_query", "query_terms",
+           "spellings", "visible", "word_token_set", "word_tokens"]

@@ -74,3 +74,11 @@ def test_an_episode_dated_years_ahead_is_not_the_last_session(eng):
     engine.archive_episode("a", "a summary from a wrong clock",
                            history=[{"role": "user", "content": "x", "timestamp": "2999-01-01T00:00:00+00:00"}])
     assert best(engine, "What did we do last session?") == f"ep:{ids[2]}"
+
+
+def test_a_pinned_summary_scores_as_a_full_match_even_when_nothing_else_matched(eng):
+    engine, ids = eng
+    out = engine.recall(RecallRequest("a", "What did we do last session?"), preview_rows=True, verbose=False)
+    best = out["messages"][-1]
+    assert best["ref"] == f"ep:{ids[-1]}" and best["match_reason"]["score"] >= 1.0
+    assert all(m["match_reason"]["score"] <= best["match_reason"]["score"] for m in out["messages"])

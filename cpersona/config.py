@@ -109,8 +109,8 @@ class Settings(BaseModel):
     degraded_advisory: bool = Field(True, description="Tell the agent in recall when search runs without vectors.")
     model_wait_seconds: float = Field(10.0, ge=0.0, le=600.0, description="Seconds a store or recall waits for "
                                       "the bundled model still loading before going on without a vector.")
-    query_embed_wait_secs: float = Field(5.0, ge=0.05, le=600.0, description="Seconds a recall waits for its "
-                                         "query's vector before answering from keywords alone, saying so.")
+    embed_wait_secs: float = Field(5.0, ge=0.05, le=600.0, description="Seconds a recall or write waits for its "
+                                   "text's vector (then: keywords only / embedded later, and says so).")
     # ----------------------------------------------------------- task queue
     task_queue_enabled: bool = Field(True, description="Run the worker that embeds rows stored without a vector.")
     task_retry_delay: float = Field(30.0, ge=0.05, le=86400, description="Seconds between retries of a failing task.")

@@ -13,7 +13,7 @@ reason, evidence and runbook name every active condition.
 * mismatch — this process embeds with another model than the one that made the stored
             vectors (and may not change the database's record): keyword search only.
 * late    — not a state: one recall whose query vector did not arrive within
-            CPERSONA_QUERY_EMBED_WAIT_SECS (backend busy or stalled) answered from keywords;
+            CPERSONA_EMBED_WAIT_SECS (backend busy or stalled) answered from keywords;
             named in that recall's payload only (`payload(late=...)`).
 The first advisory of an episode carries the full runbook, later ones a short reminder.
 """

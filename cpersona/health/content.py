@@ -170,14 +170,36 @@ def fix_empty(ctx: Context, issue: Issue) -> dict[str, Any]:
 
 
 def detect_not_text(ctx: Context) -> list[Issue]:
-    rows = ctx.s.repairs.non_text_memories(ctx.agent)
-    return row_issue([(row_id, bool(locked)) for row_id, _, locked in rows]) if rows else []
+    memories = ctx.s.repairs.non_text_rows("memories", ctx.agent)
+    episodes = [row_id for row_id, _, _ in ctx.s.repairs.non_text_rows("episodes", ctx.agent)]
+    if not memories and not episodes:
+        return []
+    found = row_issue([(row_id, bool(locked)) for row_id, _, locked in memories]) or [
+        {"count": 0, "locked": 0, "repairable": 0, "ids": []}]
+    issue = found[0]
+    if episodes:
+        issue.update(episodes=len(episodes), episode_ids=sample(episodes),
+                     repairable=issue["repairable"] + len(episodes))
+    return [issue]
+
+
+def _clean(text: str) -> str:
+    return text.replace("\x00", "")
 
 
 def fix_not_text(ctx: Context, issue: Issue) -> dict[str, Any]:
-    """Each row's content rewritten as the text it reads as (U+FFFD for bytes that are not
-    UTF-8), so search, exports and other programs see one kind of value."""
-    return _write_changes(ctx, ctx.s.repairs.non_text_memories(ctx.agent))
+    """Each row's text rewritten as it reads (U+FFFD for bytes that are not UTF-8), without
+    NUL, so search, exports (which import again) and other programs see one kind of value;
+    the row is re-embedded."""
+    found = ctx.s.repairs.non_text_rows("memories", ctx.agent)
+    memories = [(row_id, _clean(text), locked) for row_id, text, locked in found]
+    done = _write_changes(ctx, memories)
+    episodes = 0
+    for row_id, text, _ in ctx.s.repairs.non_text_rows("episodes", ctx.agent):
+        if _clean(text).strip() and ctx.s.repairs.rewrite_episode_summary(row_id, _clean(text)):
+            episodes += 1
+            ctx.vector_dropped("episodes", row_id)
+    return {**done, "fixed": done["fixed"] + episodes, "episodes_rewritten": episodes}
 
 
 def detect_oversized_profile(ctx: Context) -> list[Issue]:

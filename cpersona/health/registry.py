@@ -88,8 +88,8 @@ CHECKS: tuple[Check, ...] = (
           review="the embedding backend is not answering; the tasks are kept for when it does"),
     Check("migration_pending", "info", "a file written by another release, not yet opened by this server",
           schema.detect_migration, scope="global"),
-    Check("content_not_text", "warn", "memory content another program stored as bytes, a number or text that is "
-          "not UTF-8 → rewritten as the text it reads as (U+FFFD for undecodable bytes)",
+    Check("content_not_text", "warn", "memory content or episode summary another program stored as bytes, as "
+          "text that is not UTF-8 or holding NUL → rewritten as the text it reads as (U+FFFD for undecodable bytes)",
           content.detect_not_text, content.fix_not_text,
           sqlite_only="PostgreSQL's text type holds valid UTF-8 only"),
 )

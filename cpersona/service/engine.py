@@ -102,6 +102,8 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         self.operating_context = OperatingContext.from_settings(settings)
         self.calibration = Calibration(settings, self.db, self.gateway, _IndexAccess(self), self.pause)
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
+        #: the embeddings of writes, apart from the queries' (which must not queue behind a burst of stores)
+        self._write_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cpersona-write-embed")
         #: a recall's other read connections (the word index's MATCH and the vector retriever
         #: beside the trigram MATCH), two per recall
         self._read_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cpersona-recall-read")
@@ -155,6 +157,7 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         self.calibration.stop()
         self.stop_integrity_watch()
         self._query_pool.shutdown(wait=True)
+        self._write_pool.shutdown(wait=True)
         self._read_pool.shutdown(wait=True)
         self.gateway.close()
         self.db.close()

@@ -182,18 +182,18 @@ class RecallService(ServiceBase):
     def _await_query_vector(self, pending: Future | None, ctx: RecallContext, late: list[str]) -> np.ndarray | None:
         """The query vector of a recall (None without one); loads the resident indexes
         into `ctx` when the dimension was unknown before this embed (first HTTP answer).
-        Waits at most CPERSONA_QUERY_EMBED_WAIT_SECS: a backend busy or stalled (a worker
+        Waits at most CPERSONA_EMBED_WAIT_SECS: a backend busy or stalled (a worker
         stopped mid-batch) costs a recall that long, not the watchdog's deadline; the recall
         then answers from keywords and `late` says why (the embed finishes in the background
         and fills the query cache)."""
-        wait = self.settings.query_embed_wait_secs
+        wait = self.settings.embed_wait_secs
         if late:  # waited once already: the later stages go on without it at once
             return None
         try:
             qvec = pending.result(timeout=wait) if pending is not None else None
         except FutureTimeout:
             mode = self.gateway.embedder.mode if self.gateway.embedder else "none"
-            late.append(f"mode={mode} / no query vector within {wait:g} s (CPERSONA_QUERY_EMBED_WAIT_SECS)")
+            late.append(f"mode={mode} / no query vector within {wait:g} s (CPERSONA_EMBED_WAIT_SECS)")
             log.info("recall went on without its query vector: %s", late[0])
             return None
         if qvec is not None and ctx.memory_index is None:

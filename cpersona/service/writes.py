@@ -12,7 +12,10 @@ agent/project/channel scope (same content, or same message id) is answered `skip
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import numpy as np
@@ -27,18 +30,24 @@ from cpersona.storage import Session
 from cpersona.storage.codec import to_blob
 from cpersona.storage.records import RowRef
 
+log = logging.getLogger(__name__)
+
 
 class WriteService(ServiceBase):
-    """The write tools; mixed into `Engine`."""
+    """The write tools; mixed into `Engine` (which sets `_write_pool`)."""
+
+    _write_pool: ThreadPoolExecutor
 
     def _write_embedded(self, table: str, text: str, write: Callable[[Session, bytes | None], RowRef | None],
                         replaces: bool = False) -> tuple[RowRef | None, bool]:
         """The shared write step (module doc). `write(session, blob)` writes the row and
         returns its ref (None = nothing written); `replaces` = an existing row's text changed.
-        A bundled model still loading is waited for up to CPERSONA_MODEL_WAIT_SECONDS.
+        A bundled model still loading is waited for up to CPERSONA_MODEL_WAIT_SECONDS, a
+        vector then for up to CPERSONA_EMBED_WAIT_SECS (a backend busy or stalled: the row is
+        written without one, `embedded: false`, and its task embeds it later).
         Returns (ref, embedded)."""
         self.gateway.wait_for_backend(self.settings.model_wait_seconds)
-        vec = self.gateway.embed_one(text)
+        vec = self._vector_within(text)
         self.refresh_if_changed()
         with self.db.write() as s:
             vec = self.gateway.vector_for_write(s, vec)
@@ -48,6 +57,15 @@ class WriteService(ServiceBase):
         if ref is not None and vec is None:
             self.queue.notify()
         return ref, vec is not None
+
+    def _vector_within(self, text: str) -> np.ndarray | None:
+        pending = self._write_pool.submit(self.gateway.embed_one, text)
+        try:
+            return pending.result(timeout=self.settings.embed_wait_secs)
+        except FutureTimeout:
+            log.info("a write went on without its vector (none within %g s); the task queue embeds it",
+                     self.settings.embed_wait_secs)
+            return None
 
     def _index_or_queue(self, s: Session, table: str, ref: RowRef, vec: np.ndarray | None, replaces: bool) -> None:
         if vec is None:  # the vector comes later, from the task queue (same transaction)

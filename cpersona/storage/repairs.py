@@ -59,17 +59,6 @@ def agent_filter(agent: str, alias: str = "") -> tuple[str, list[str]]:
     return Scope(agent_id=agent or None).predicate(alias)
 
 
-def _is_utf8_text(kind: str, raw: bytes | None) -> bool:
-    """True for a TEXT value whose bytes are UTF-8 (SQLite itself never checks)."""
-    if kind != "text" or raw is None:
-        return False
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def _like(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
@@ -134,15 +123,21 @@ class RepairRepo:
         return self._rows("SELECT id, content, locked FROM memories WHERE length(content) > ? AND {agent} ORDER BY id",
                           agent, max_chars)
 
-    def non_text_memories(self, agent: str) -> list[tuple[int, str, int]]:
-        """(id, content read as text, locked) of memories whose content is not UTF-8 text —
-        a BLOB, a number, TEXT whose bytes are not UTF-8 (another program wrote them; reads
-        show U+FFFD for such bytes, storage/text_columns.py). The text is what the row
-        reads as, U+FFFD included. SQLite only: PostgreSQL's text holds valid text only."""
-        self.conn.create_function("cpersona_is_utf8_text", 2, _is_utf8_text, deterministic=True)
-        return self._rows("SELECT id, CAST(content AS TEXT), locked FROM memories WHERE "
-                          "NOT cpersona_is_utf8_text(typeof(content), CAST(content AS BLOB)) AND {agent} ORDER BY id",
+    def non_text_rows(self, table: str, agent: str) -> list[tuple[int, str, int]]:
+        """(id, text as it reads, locked — 0 for an episode) of the memories (content) or
+        episodes (summary) whose text is not clean UTF-8 text — a BLOB, TEXT whose bytes are
+        not UTF-8, or holding NUL (another program wrote them; reads show U+FFFD for bytes
+        that are not UTF-8, storage/text_columns.py). SQLite only: PostgreSQL's text holds
+        valid text only."""
+        column, locked = {"memories": ("content", "locked"), "episodes": ("summary", "0")}[table]
+        return self._rows(f"SELECT id, CAST({column} AS TEXT), {locked} FROM {table} WHERE NOT "
+                          f"cpersona_is_clean_text(typeof({column}), CAST({column} AS BLOB)) AND {{agent}} ORDER BY id",
                           agent)
+
+    def rewrite_episode_summary(self, episode_id: int, summary: str) -> bool:
+        """Replace an episode's summary and drop its vector (the FTS index follows by trigger)."""
+        sql = "UPDATE episodes SET summary = ?, embedding = NULL WHERE id = ?"
+        return self.conn.execute(sql, (summary, episode_id)).rowcount > 0
 
     def blank_memories(self, agent: str) -> list[tuple[int, int]]:
         """(id, locked) of memories whose content is empty or whitespace only."""

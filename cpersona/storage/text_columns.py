@@ -10,7 +10,10 @@ column …"), so one such row made every recall of its agent fail. So:
   as FTS5 itself reads such a value;
 * the statements that hand rows to a caller read their text columns as `text(column)`
   (`CAST(column AS TEXT)`: a BLOB's bytes, or a number's digits, as text), so the row is
-  found, shown and exported, and `checkup` can name it.
+  found, shown and exported, and `checkup` can name it;
+* a statement that compares a column with text read earlier compares it as it reads
+  (`SAME_TEXT`, through the SQL function `cpersona_text` every connection has), so a vector
+  made of such a row's text is written and its embedding task ends.
 
 (sqlite3's per-declared-type converters would do both at once, but CPython hands a
 converter's column None for an empty string — every `project_id` '' would read as NULL.)
@@ -26,9 +29,34 @@ from functools import partial
 lenient_text = partial(str, encoding="utf-8", errors="replace")
 
 
+#: SQL true when column `{col}` reads as the text bound twice after it (plain equality first).
+SAME_TEXT = "({col} = ? OR cpersona_text(CAST({col} AS BLOB)) = ?)"
+
+
+def _read_bytes(raw: bytes | None) -> str | None:
+    return None if raw is None else lenient_text(raw)
+
+
+def _is_clean_text(kind: str, raw: bytes | None) -> bool:
+    """True for a TEXT value whose bytes are UTF-8 (SQLite itself never checks) without NUL
+    (which no write path of ours accepts, so an export holding one would not import)."""
+    if kind != "text" or raw is None or b"\x00" in raw:
+        return False
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def prepare(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """`conn` reading every text value leniently (its `text_factory`); returns it."""
+    """`conn` reading every text value leniently (its `text_factory`) and knowing the SQL
+    functions cpersona_text(CAST(x AS BLOB)) → x as it reads, and
+    cpersona_is_clean_text(typeof(x), CAST(x AS BLOB)) → x is UTF-8 text without NUL
+    (functions cannot be added while a statement runs: they are added here, once); returns it."""
     conn.text_factory = lenient_text
+    conn.create_function("cpersona_text", 1, _read_bytes, deterministic=True)
+    conn.create_function("cpersona_is_clean_text", 2, _is_clean_text, deterministic=True)
     return conn
 
 

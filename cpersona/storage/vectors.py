@@ -12,9 +12,12 @@ import sqlite3
 from collections.abc import Iterator
 
 from cpersona.storage.records import VectorRow
+from cpersona.storage.text_columns import SAME_TEXT, text
 
 #: table → the column holding the embedded text.
 TEXT_COLUMN = {"memories": "content", "episodes": "summary"}
+#: The embedded column read as text whatever another program stored in it (text_columns.py).
+_READ = {table: text(column) for table, column in TEXT_COLUMN.items()}
 _EMBEDDED = "embedding IS NOT NULL AND length(embedding) = ? AND NOT (id > ? AND id <= ?)"
 _CHUNK = 500
 
@@ -93,20 +96,20 @@ class VectorRepo:
 
     def texts_in_range(self, table: str, lo: int, hi: int, limit: int) -> list[tuple[int, str]]:
         """(id, text) of rows with id in (lo, hi], in id order (re-embedding batches)."""
-        sql = f"SELECT id, {TEXT_COLUMN[table]} FROM {table} WHERE id > ? AND id <= ? ORDER BY id LIMIT ?"
+        sql = f"SELECT id, {_READ[table]} FROM {table} WHERE id > ? AND id <= ? ORDER BY id LIMIT ?"
         return self.conn.execute(sql, (lo, hi, limit)).fetchall()
 
     def rows_in_range(self, table: str, lo: int, hi: int, limit: int) -> list[tuple[int, str, str, str, str, str]]:
         """(id, text, agent_id, project_id, channel, created_at) of rows with id in (lo, hi],
         in id order (re-embedding batches)."""
-        sql = (f"SELECT id, {TEXT_COLUMN[table]}, agent_id, project_id, channel, created_at FROM {table} "
+        sql = (f"SELECT id, {_READ[table]}, agent_id, project_id, channel, created_at FROM {table} "
                "WHERE id > ? AND id <= ? ORDER BY id LIMIT ?")
         return self.conn.execute(sql, (lo, hi, limit)).fetchall()
 
     def rows_without_vector(self, table: str, after: int, limit: int) -> list[tuple[int, str, str, str, str, str]]:
         """(id, text, agent_id, project_id, channel, created_at) of rows without a vector
         with id > `after`, in id order (the embedding batches of `cpersona reembed`)."""
-        sql = (f"SELECT id, {TEXT_COLUMN[table]}, agent_id, project_id, channel, created_at FROM {table} "
+        sql = (f"SELECT id, {_READ[table]}, agent_id, project_id, channel, created_at FROM {table} "
                "WHERE embedding IS NULL AND id > ? ORDER BY id LIMIT ?")
         return self.conn.execute(sql, (after, limit)).fetchall()
 
@@ -145,8 +148,9 @@ class VectorRepo:
         for table, column in TEXT_COLUMN.items():
             total = self.conn.execute(f"SELECT COUNT(*) FROM {table} WHERE embedding IS NOT NULL").fetchone()[0]
             step = max(1, total // max(1, n - len(out)))
-            sql = (f"SELECT {column}, embedding FROM (SELECT {column}, embedding, ROW_NUMBER() OVER (ORDER BY id) AS k "
-                   f"FROM {table} WHERE embedding IS NOT NULL) AS numbered WHERE (k - 1) % ? = 0 LIMIT ?")
+            sql = (f"SELECT {text(column)}, embedding FROM (SELECT {column}, embedding, "
+                   f"ROW_NUMBER() OVER (ORDER BY id) AS k FROM {table} WHERE embedding IS NOT NULL) AS numbered "
+                   "WHERE (k - 1) % ? = 0 LIMIT ?")
             out.extend(self.conn.execute(sql, (step, n - len(out))).fetchall())
             if len(out) >= n:
                 break
@@ -154,7 +158,7 @@ class VectorRepo:
 
     def pending_row(self, table: str, row_id: int) -> tuple[str, str, str, str, str, bool] | None:
         """(text, agent_id, project_id, channel, created_at, has no vector) of one row."""
-        sql = (f"SELECT {TEXT_COLUMN[table]}, agent_id, project_id, channel, created_at, embedding IS NULL "
+        sql = (f"SELECT {_READ[table]}, agent_id, project_id, channel, created_at, embedding IS NULL "
                f"FROM {table} WHERE id = ?")
         return self.conn.execute(sql, (row_id,)).fetchone()
 
@@ -169,8 +173,11 @@ class VectorRepo:
         self.conn.execute(f"UPDATE {table} SET embedding = NULL WHERE id = ?", (row_id,))
 
     def set_if_text(self, table: str, row_id: int, text: str, blob: bytes, only_if_missing: bool) -> bool:
-        """Write the row's vector if its text is still `text` (and, with `only_if_missing`,
-        it has none yet). True when written."""
+        """Write the row's vector if its text still reads as `text` (and, with
+        `only_if_missing`, it has none yet). True when written. A value another program stored
+        as bytes reads as text (text_columns.py): compared as it reads, or its task would
+        find it "changed" forever."""
         extra = " AND embedding IS NULL" if only_if_missing else ""
-        sql = f"UPDATE {table} SET embedding = ? WHERE id = ? AND {TEXT_COLUMN[table]} = ?{extra}"
-        return self.conn.execute(sql, (blob, row_id, text)).rowcount > 0
+        column = TEXT_COLUMN[table]
+        sql = f"UPDATE {table} SET embedding = ? WHERE id = ? AND {SAME_TEXT.format(col=column)}{extra}"
+        return self.conn.execute(sql, (blob, row_id, text, text)).rowcount > 0

@@ -117,10 +117,17 @@ def test_content_that_is_not_utf8_text_is_rewritten_as_the_text_it_reads_as(engi
               (b"deploy \xc3\x28 invalid",))
     locked = add_memory(engine_none, b"locked \xff", locked=1)
     fine = add_memory(engine_none, "ordinary text, café")
+    nul = add_memory(engine_none, "a NUL\x00 inside")  # no write path of ours accepts one: an export would not import
+    episode = raw(engine_none, "INSERT INTO episodes (agent_id, summary, keywords) VALUES ('kai', ?, '')",
+                  (b"episode \xff summary",))
     before, during, _ = cycle(engine_none, "content_not_text", "content_not_text", "warn", locked=1)
-    assert before["count"] == 3 and before["locked"] == 1 and during["rewritten"] == 2
-    assert rows(engine_none, "SELECT typeof(content), content FROM memories WHERE id IN (?, ?) ORDER BY id",
-                (blob, bad)) == [("text", "deploy blob \ufffd payment"), ("text", "deploy \ufffd( invalid")]
+    assert before["count"] == 4 and before["locked"] == 1 and before["episode_ids"] == [episode]
+    assert during["rewritten"] == 3 and during["episodes_rewritten"] == 1
+    assert rows(engine_none, "SELECT typeof(content), content FROM memories WHERE id IN (?, ?, ?) ORDER BY id",
+                (blob, bad, nul)) == [("text", "deploy blob \ufffd payment"), ("text", "deploy \ufffd( invalid"),
+                                      ("text", "a NUL inside")]
+    assert rows(engine_none, "SELECT typeof(summary), summary FROM episodes WHERE id = ?", (episode,)) == [
+        ("text", "episode \ufffd summary")]
     assert memory(engine_none, fine)[4] == "ordinary text, café"
     assert rows(engine_none, "SELECT typeof(content) FROM memories WHERE id = ?", (locked,)) == [("blob",)]
     with engine_none.db.read() as s:  # the rewritten text is searchable

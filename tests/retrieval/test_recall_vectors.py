@@ -66,11 +66,11 @@ def test_advisory_fault_on_first_degraded_recall_then_cleared(engine_http, fake_
 def test_a_query_vector_that_does_not_come_in_time_leaves_a_keyword_recall_that_says_so(http_engine_factory,
                                                                                         monkeypatch):
     """A backend busy or stalled (a worker stopped mid-batch) costs a recall
-    CPERSONA_QUERY_EMBED_WAIT_SECS, not the backend's own deadline."""
+    CPERSONA_EMBED_WAIT_SECS, not the backend's own deadline."""
     import threading
     import time
 
-    eng = http_engine_factory(query_embed_wait_secs=0.2)
+    eng = http_engine_factory(embed_wait_secs=0.2)
     eng.store("a", "late-42 the deploy runs nightly")
     embed, release = eng.gateway.embedder.embed, threading.Event()
     monkeypatch.setattr(eng.gateway.embedder, "embed", lambda texts: (release.wait(10), embed(texts))[1])
@@ -84,11 +84,30 @@ def test_a_query_vector_that_does_not_come_in_time_leaves_a_keyword_recall_that_
     assert "vector" not in out["messages"][-1]["match_reason"]["retrievers"]
     adv = out["advisory"]
     assert adv["severity"] == "fault" and "not ready in time" in adv["reason"]
-    assert "CPERSONA_QUERY_EMBED_WAIT_SECS" in adv["evidence"] and waited < 5
+    assert "CPERSONA_EMBED_WAIT_SECS" in adv["evidence"] and waited < 5
     assert wait_until(lambda: "advisory" not in recall(eng, "late-42 deploy"))  # the late vector came: healthy
 
 
 # ------------------------------------------------------------- backfill
+def test_a_store_whose_vector_does_not_come_in_time_is_kept_and_embedded_later(http_engine_factory, monkeypatch):
+    import threading
+    import time
+
+    eng = http_engine_factory(embed_wait_secs=0.2, task_retry_delay=0.2)
+    embed, release = eng.gateway.embedder.embed, threading.Event()
+    monkeypatch.setattr(eng.gateway.embedder, "embed", lambda texts: (release.wait(10), embed(texts))[1])
+    try:
+        started = time.monotonic()
+        res = eng.store("a", "late-43 the backup runs at noon")
+        waited = time.monotonic() - started
+    finally:
+        release.set()
+    assert res["result"] == "stored" and res["embedded"] is False and waited < 5
+    eng.queue.wake()
+    assert wait_until(lambda: db_rows(eng.db.path, "SELECT embedding IS NOT NULL FROM memories WHERE id = ?",
+                                      (res["id"],)) == [(1,)]), eng.queue.last_error
+
+
 def test_store_while_endpoint_down_is_backfilled(http_engine_factory, fake_embed):
     eng = http_engine_factory()  # default retry delay (30 s): only wake() brings the worker back early
     text = "she runs a marathon every spring"

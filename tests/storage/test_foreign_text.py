@@ -73,3 +73,23 @@ def test_recall_list_contents_and_export_answer_with_the_rows_as_text(foreign_db
         assert exported["ok"] is not False and any("deploy blob \ufffd\ufffd payment" in line for line in lines)
     finally:
         eng.close()
+
+
+def test_the_queue_embeds_foreign_rows_and_ends_their_tasks(foreign_db, fake_embed):
+    """A row read as text (U+FFFD) must compare equal to itself when its vector is written,
+    or its embed task finds it "changed" and runs again forever (a core spent for nothing)."""
+    from conftest import db_rows, wait_until
+
+    eng = new_engine(foreign_db, embedding_mode="http", embedding_url=fake_embed.url, task_retry_delay=0.2)
+    try:
+        with eng.db.write() as s:
+            for table in ("memories", "episodes"):
+                for (row_id,) in s.conn.execute(f"SELECT id FROM {table} WHERE embedding IS NULL").fetchall():
+                    s.tasks.enqueue_embed(table, row_id, "kai", "")
+        eng.queue.wake()
+        assert wait_until(lambda: eng.queue.pending() == 0, timeout=30), eng.queue.status()
+        assert db_rows(foreign_db, "SELECT COUNT(*) FROM memories WHERE embedding IS NULL") == [(0,)]
+        assert db_rows(foreign_db, "SELECT COUNT(*) FROM episodes WHERE embedding IS NULL") == [(0,)]
+        assert eng.queue.status()["failed"] == 0
+    finally:
+        eng.close()

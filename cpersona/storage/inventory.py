@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 from cpersona.storage.repairs import USER_SENTINEL, agent_filter
+from cpersona.storage.text_columns import text
 from cpersona.storage.vectors import TEXT_COLUMN
 
 
@@ -60,7 +61,7 @@ class InventoryRepo:
         """(id, text) of unlocked rows without a vector, oldest id first."""
         where, params = self._agent(agent)
         unlocked = " AND locked = 0" if table == "memories" else ""
-        sql = (f"SELECT id, {TEXT_COLUMN[table]} FROM {table} WHERE embedding IS NULL{unlocked} AND {where} "
+        sql = (f"SELECT id, {text(TEXT_COLUMN[table])} FROM {table} WHERE embedding IS NULL{unlocked} AND {where} "
                "ORDER BY id LIMIT ?")
         return self.conn.execute(sql, [*params, limit]).fetchall()
 

@@ -93,3 +93,15 @@ def test_the_queue_embeds_foreign_rows_and_ends_their_tasks(foreign_db, fake_emb
         assert eng.queue.status()["failed"] == 0
     finally:
         eng.close()
+
+
+def test_the_null_embedding_repair_embeds_foreign_rows(foreign_db, fake_embed):
+    from conftest import db_rows
+
+    eng = new_engine(foreign_db, embedding_mode="http", embedding_url=fake_embed.url, task_queue_enabled=False)
+    try:
+        out = eng.check_health(checks=["null_embedding"], fix=True)
+        assert not [i for i in out["issues"] if i.get("fix_error")], out["issues"]
+        assert db_rows(foreign_db, "SELECT COUNT(*) FROM memories WHERE embedding IS NULL") == [(0,)]
+    finally:
+        eng.close()

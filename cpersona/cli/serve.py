@@ -95,16 +95,20 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
 
 
 def _stop_on_interrupt(engine: Engine) -> None:
-    """Ctrl-C on stdio: close the engine (bounded) and exit 0 at once. The SDK reads stdin
-    in a worker thread that a signal cannot interrupt, so the usual KeyboardInterrupt would
-    leave the process waiting for the next line of input. A second Ctrl-C kills at once."""
+    """Ctrl-C or SIGTERM (how hosts stop a server) on stdio: close the engine (bounded) and
+    exit 0 at once. The SDK reads stdin in a worker thread that a signal cannot interrupt, so
+    the usual KeyboardInterrupt would leave the process waiting for the next line of input;
+    SIGTERM's default would end it without closing — an embedding worker stopped by SIGSTOP
+    then stayed behind. A second signal kills at once."""
 
     def stop(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
         closer = threading.Thread(target=engine.close, name="cpersona-close", daemon=True)
         closer.start()
         closer.join(CLOSE_TIMEOUT_SECS)
-        print("cpersona: stopped (Ctrl-C)", file=sys.stderr, flush=True)
+        print(f"cpersona: stopped ({'Ctrl-C' if signum == signal.SIGINT else 'SIGTERM'})", file=sys.stderr, flush=True)
         os._exit(0)
 
-    signal.signal(signal.SIGINT, stop)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)

@@ -152,12 +152,14 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
             log.exception("recovering interrupted imports / merges failed; the next bulk write retries")
 
     def close(self) -> None:
-        """Stop background work and close the database and backend. Idempotent."""
+        """Stop background work and close the database and backend. Idempotent. The backend
+        closes first: an embedding in flight (a worker stopped mid-batch) then fails at once
+        instead of holding the threads joined here until its watchdog fires (~15 s)."""
+        self.gateway.close()
         self.queue.stop()
         self.calibration.stop()
         self.stop_integrity_watch()
         self._query_pool.shutdown(wait=True)
         self._write_pool.shutdown(wait=True)
         self._read_pool.shutdown(wait=True)
-        self.gateway.close()
         self.db.close()

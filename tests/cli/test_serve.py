@@ -55,6 +55,37 @@ def test_startup_line_and_ctrl_c_stop_cleanly(tmp_path):
             proc.wait()
 
 
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+        return [int(c) for c in f.read().split()]
+
+
+@needs_model
+@pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"), reason="needs Linux /proc")
+def test_sigterm_closes_the_server_and_ends_a_stopped_embedding_worker(tmp_path):
+    """Hosts stop a server with SIGTERM: it closes (not the default instant death, which left
+    a worker stopped by SIGSTOP behind) and exits at once, not after the worker's watchdog."""
+    proc = _spawn(clean_env(CPERSONA_DB_PATH=str(tmp_path / "t.db"), CPERSONA_EMBEDDING_MODE="local"), tmp_path)
+    try:
+        _wait_for_line(proc, "cpersona ")
+        deadline = time.monotonic() + 30
+        while not (workers := _children(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert workers, "no embedding worker started"
+        os.kill(workers[0], signal.SIGSTOP)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert time.monotonic() - started < 10
+        assert "stopped (SIGTERM)" in proc.stderr.read()
+        with pytest.raises(ProcessLookupError):  # killed and reaped by the server before it exited
+            os.kill(workers[0], 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_the_original_layout_database_is_used_and_named(tmp_path):
     legacy = tmp_path / "data" / "cpersona.db"
     legacy.parent.mkdir()

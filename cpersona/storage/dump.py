@@ -52,7 +52,7 @@ class DumpRepo:
     def _read(self, name: str) -> str:
         """How a column is read: text columns as text whatever another program stored there
         (storage/text_columns.py)."""
-        return name if name in text_columns.NUMERIC else f"{text_columns.text(name)} AS {name}"
+        return text_columns.read(name)
 
     def _select(self, table: str, with_embedding: bool) -> str:
         have = self._cols(table)

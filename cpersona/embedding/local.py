@@ -175,6 +175,12 @@ class LocalEmbedder:
         worker = self._worker
         return worker.pid if worker is not None else None
 
+    def in_flight(self) -> tuple[float, float] | None:
+        """The worker's batch in flight: (seconds waited, seconds allowed before the worker is
+        killed and replaced); None when idle or when the model runs in this process."""
+        worker = self._worker
+        return worker.in_flight() if worker is not None else None
+
     def ready(self) -> bool:
         """True when `embed` can run now without raising EmbeddingNotReady."""
         return self._encode is not None

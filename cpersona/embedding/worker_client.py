@@ -63,6 +63,7 @@ class ModelWorker:
         self._closed = False
         self._lock = threading.Lock()
         self._deadline: float | None = None  # monotonic time the batch in flight must be answered by
+        self._since: float | None = None  # monotonic time the batch in flight was sent
         #: why the watchdog killed this worker ("" when it did not): a stall, not a crash
         self.stalled = ""
         self._watching = threading.Event()  # set: the watchdog stops
@@ -131,7 +132,8 @@ class ModelWorker:
             proc = self._proc
             if proc is None or proc.poll() is not None:
                 raise WorkerExited(f"the embedding worker has exited ({self._status()})")
-            self._deadline = time.monotonic() + ANSWER_TIMEOUT_S + sum(map(len, texts)) / CHARS_PER_EXTRA_S
+            self._since = time.monotonic()
+            self._deadline = self._since + ANSWER_TIMEOUT_S + sum(map(len, texts)) / CHARS_PER_EXTRA_S
             try:
                 frames.write_frame(_pipe(proc.stdin), frames.TEXTS, request)
                 kind, payload = frames.read_frame(_pipe(proc.stdout))
@@ -139,11 +141,19 @@ class ModelWorker:
                 how = self.stalled or f"exited during a batch ({self._status(wait=True)})"
                 raise WorkerExited(f"the embedding worker {how}") from None
             finally:
-                self._deadline = None
+                self._deadline = self._since = None
         if kind == frames.VECTORS:
             return frames.read_vectors(payload)
         raise EmbeddingError(payload.decode("utf-8", "replace") if kind == frames.ERROR
                              else f"the embedding worker answered {kind!r} instead of vectors")
+
+    def in_flight(self) -> tuple[float, float] | None:
+        """(seconds the batch in flight has waited for its answer, seconds it may wait in all
+        before the watchdog kills the worker); None when no batch is in flight."""
+        since, deadline = self._since, self._deadline
+        if since is None or deadline is None:
+            return None
+        return time.monotonic() - since, deadline - since
 
     def _status(self, wait: bool = False) -> str:
         proc = self._proc

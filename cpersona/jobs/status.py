@@ -14,12 +14,13 @@ if TYPE_CHECKING:
 
 def queue_status(queue: TaskQueue) -> dict[str, Any]:
     """{enabled, running, state, pending, failed, retrying, retries, max_retries, retry_delay,
-    oldest_pending_age_s, waiting_reason?, recent_failures?, reembed?}.
+    oldest_pending_age_s, waiting_reason?, embedding_worker?, recent_failures?, reembed?}.
 
     `retries` = sum of the failed attempts of the pending tasks; `retrying` = how many
     pending tasks failed at least once; `failed` = tasks given up (kept with their error);
     `reembed` = {from_model, from_dim, to_model, to_dim, total, done, remaining} while rows
-    still hold vectors of a previous model.
+    still hold vectors of a previous model; `embedding_worker` = a worker process that is not
+    answering (`_stalled_worker`), which `waiting_reason` then names.
     """
     with queue.db.read() as s:
         summary = s.tasks.summary()
@@ -39,11 +40,28 @@ def queue_status(queue: TaskQueue) -> dict[str, Any]:
     }
     if queue.waiting_reason and running:
         out["waiting_reason"] = queue.waiting_reason
+    stalled = _stalled_worker(queue)
+    if stalled is not None:
+        out["embedding_worker"] = stalled
+        if running:
+            out["waiting_reason"] = (f"the embedding worker has not answered for {stalled['waited_s']} s; "
+                                     f"it is replaced at {stalled['replaced_at_s']} s")
     if summary["recent_failures"]:
         out["recent_failures"] = summary["recent_failures"]
     if reembed is not None:
         out["reembed"] = reembed
     return out
+
+
+def _stalled_worker(queue: TaskQueue) -> dict[str, Any] | None:
+    """{state: "not_answering", waited_s, replaced_at_s} when the bundled model's worker process
+    has had a batch in flight for longer than CPERSONA_EMBED_WAIT_SECS (what a recall waits for
+    its query vector: past it, recalls answer from keywords); else None."""
+    probe = getattr(queue.embeddings.embedder, "in_flight", None)
+    busy = probe() if callable(probe) else None
+    if busy is None or busy[0] <= queue.settings.embed_wait_secs:
+        return None
+    return {"state": "not_answering", "waited_s": round(busy[0], 1), "replaced_at_s": round(busy[1], 1)}
 
 
 def _age_seconds(created_at: str | None, now: float) -> float | None:

@@ -318,3 +318,33 @@ def test_a_busy_worker_ends_soon_after_its_server_is_killed():
         assert _gone(pid, 8)
     finally:
         server.kill()
+
+
+def test_queue_status_names_a_worker_that_is_not_answering(tmp_path, worker_embedder):
+    """A stopped worker shows in get_queue_status once a batch has waited longer than
+    CPERSONA_EMBED_WAIT_SECS (what a recall waits), before its watchdog replaces it."""
+    import threading
+
+    from quality_helpers import make
+
+    eng = make(tmp_path / "stalled.db", embedder=worker_embedder, embed_wait_secs=0.3)
+    try:
+        assert worker_embedder.in_flight() is None
+        assert "embedding_worker" not in eng.queue_status()
+        os.kill(worker_embedder.worker_pid, signal.SIGSTOP)
+        waiting = threading.Thread(target=worker_embedder.embed, args=(["held by the stopped worker"],), daemon=True)
+        waiting.start()
+        try:
+            deadline = time.monotonic() + 10
+            while "embedding_worker" not in (status := eng.queue_status()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert status["embedding_worker"]["state"] == "not_answering"
+            assert 0.3 <= status["embedding_worker"]["waited_s"] < status["embedding_worker"]["replaced_at_s"]
+            assert "has not answered" in status["waiting_reason"]
+        finally:
+            os.kill(worker_embedder.worker_pid, signal.SIGCONT)
+        waiting.join(20)
+        assert not waiting.is_alive()
+        assert "embedding_worker" not in eng.queue_status()
+    finally:
+        eng.close()

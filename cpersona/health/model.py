@@ -74,6 +74,8 @@ class HealthEnv:
     after_repairs: called after a fix run changed rows or vectors (reload the resident
         index, wake the queue).
     refresh: notices another process's commits before the resident index is compared.
+    queue_draining: whether a task queue of this process is embedding queued rows (a server's);
+        a fix run then leaves those rows to it.
     """
 
     settings: Settings
@@ -87,6 +89,7 @@ class HealthEnv:
     after_repairs: Callable[[], None] = lambda: None
     refresh: Callable[[], None] = lambda: None
     pause: Pause | None = None
+    queue_draining: Callable[[], bool] = lambda: False
 
 
 @dataclass

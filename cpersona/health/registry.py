@@ -24,10 +24,12 @@ CHECKS: tuple[Check, ...] = (
     Check("embedding_dimension", "critical", "stored vectors whose length does not fit the recorded dimension → "
           "vector dropped and re-embedded", vectors.detect_dimension, vectors.fix_dimension,
           issue="embedding_dimension_mismatch"),
-    Check("null_embedding", "warn", "memories without a vector → re-embedded (≤500 per run)",
+    Check("null_embedding", "warn", "memories without a vector → re-embedded (≤500 per run; "
+          "those the running task queue is embedding are `queued`, info)",
           vectors.detect_null_memories, vectors.fix_null_memories,
           review="rows get their vectors once the embedding backend answers (the task queue embeds them)"),
-    Check("null_episode_embedding", "warn", "episodes without a vector → re-embedded (≤500 per run)",
+    Check("null_episode_embedding", "warn", "episodes without a vector → re-embedded (≤500 per run; "
+          "those the running task queue is embedding are `queued`, info)",
           vectors.detect_null_episodes, vectors.fix_null_episodes,
           review="rows get their vectors once the embedding backend answers (the task queue embeds them)"),
     Check("fts_integrity", "warn", "FTS5 index damaged or out of step with its table → rebuilt",

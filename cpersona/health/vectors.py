@@ -103,6 +103,9 @@ def fix_dimension(ctx: Context, issue: Issue) -> dict[str, Any]:
 
 # ----------------------------------------------------------- null vectors
 def _null_issue(ctx: Context, table: str) -> list[Issue]:
+    """Rows without a vector. Those with a pending embed task while this process's task
+    queue drains it (an import being embedded) are `queued`: expected, not a defect, and left
+    to the queue by a fix run (which would otherwise embed them a second time)."""
     if table == "memories":
         census = ctx.census()
         rows, null, locked = census["rows"], census["null_vector"], census["null_vector_locked"]
@@ -111,13 +114,22 @@ def _null_issue(ctx: Context, table: str) -> list[Issue]:
     if not null:
         return []
     out: Issue = {"count": null, "rows": rows, "locked": locked}
+    queued, queued_locked = ctx.s.inventory.queued_without_vector(table, ctx.agent)
+    if queued:
+        out["queued"] = queued
+    if not ctx.env.queue_draining():
+        queued = queued_locked = 0
+    left = null - queued  # rows no queue is embedding
     if ctx.probe.status == "none":
         out.update(severity="info", expected=True,
                    reason="no embedding backend configured: rows are kept without vectors (keyword search only)")
-    elif table == "memories" and rows and null / rows > CRITICAL_SHARE:
+    elif not left and ctx.probe.status == "ok":
+        out.update(severity="info", expected=True,
+                   reason="the task queue is embedding them (get_queue_status shows its progress)")
+    elif table == "memories" and rows and left / rows > CRITICAL_SHARE:
         out["severity"] = "critical"
     if ctx.probe.status == "ok":
-        out["repairable"] = min(null - locked, MAX_REEMBED)
+        out["repairable"] = min(null - locked - (queued - queued_locked), MAX_REEMBED)
     else:
         out["repairable"] = 0
         if ctx.probe.status != "none":
@@ -177,9 +189,11 @@ def embed_rows(env: HealthEnv, rows: list[tuple[str, int, str]]) -> tuple[dict[t
 
 def rows_to_embed(ctx: Context, tables: list[str]) -> list[tuple[str, int, str]]:
     """(table, id, text) of the unlocked rows without a vector the null-vector repairs will
-    write (at most MAX_REEMBED per table); their vectors are computed with no lock held."""
+    write (at most MAX_REEMBED per table; not those this process's task queue is embedding);
+    their vectors are computed with no lock held."""
+    skip_queued = ctx.env.queue_draining()
     return [(t, row_id, text) for t in tables
-            for row_id, text in ctx.s.inventory.rows_without_vector(t, ctx.agent, MAX_REEMBED)]
+            for row_id, text in ctx.s.inventory.rows_without_vector(t, ctx.agent, MAX_REEMBED, skip_queued)]
 
 
 # -------------------------------------------------------------- backend

@@ -32,6 +32,7 @@ class HealthService(ServiceBase):
             resident=self.resident, operating_context=self.operating_context,
             enqueue_embed=self.queue.enqueue_embed, after_repairs=self._after_repairs,
             refresh=self.refresh_if_changed, pause=self.pause,
+            queue_draining=lambda: self.queue.running() and self.gateway.embedder is not None,
         )
 
     def _after_repairs(self) -> None:

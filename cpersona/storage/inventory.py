@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 from cpersona.storage.repairs import USER_SENTINEL, agent_filter
+from cpersona.storage.tasks import EMBEDDED_TABLES
 from cpersona.storage.text_columns import text
 from cpersona.storage.vectors import TEXT_COLUMN
 
@@ -57,13 +58,34 @@ class InventoryRepo:
                f"COALESCE(SUM(embedding IS NULL AND {locked}), 0) FROM {table} WHERE {where}")
         return self.conn.execute(sql, params).fetchone()
 
-    def rows_without_vector(self, table: str, agent: str, limit: int) -> list[tuple[int, str]]:
-        """(id, text) of unlocked rows without a vector, oldest id first."""
+    def rows_without_vector(self, table: str, agent: str, limit: int,
+                            skip_queued: bool = False) -> list[tuple[int, str]]:
+        """(id, text) of unlocked rows without a vector, oldest id first; with `skip_queued`,
+        not those with a pending embed task (the task queue embeds them)."""
         where, params = self._agent(agent)
         unlocked = " AND locked = 0" if table == "memories" else ""
-        sql = (f"SELECT id, {text(TEXT_COLUMN[table])} FROM {table} WHERE embedding IS NULL{unlocked} AND {where} "
-               "ORDER BY id LIMIT ?")
+        queued = f" AND NOT {self._queued(table)}" if skip_queued else ""
+        sql = (f"SELECT id, {text(TEXT_COLUMN[table])} FROM {table} WHERE embedding IS NULL{unlocked}{queued} "
+               f"AND {where} ORDER BY id LIMIT ?")
         return self.conn.execute(sql, [*params, limit]).fetchall()
+
+    def queued_without_vector(self, table: str, agent: str) -> tuple[int, int]:
+        """(rows of `table` without a vector that have a pending embed task, of those locked)."""
+        where, params = self._agent(agent)
+        locked = "locked" if table == "memories" else "0"
+        sql = (f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN {locked} = 1 THEN 1 ELSE 0 END), 0) FROM {table} "
+               f"WHERE embedding IS NULL AND {self._queued(table)} AND {where}")
+        row = self.conn.execute(sql, params).fetchone()
+        return int(row[0]), int(row[1])
+
+    def _queued(self, table: str) -> str:
+        """SQL: the row of `table` (unaliased) has a pending embed task — its payload in the
+        canonical form of `tasks.embed_payload`, looked up by the payload's unique index."""
+        if table not in EMBEDDED_TABLES:
+            raise ValueError(f"no embed tasks for table {table!r}")
+        pending = " AND p.status = 'pending'" if self._queue_status_known() else ""
+        return (f"EXISTS (SELECT 1 FROM pending_memory_tasks p WHERE p.task_type = 'embed' AND "
+                f"""p.payload = '{{"table":"{table}","id":' || {table}.id || '}}'{pending})""")
 
     # ----------------------------------------------------------------- queue
     def _queue_status_known(self) -> bool:

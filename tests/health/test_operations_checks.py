@@ -93,3 +93,14 @@ def test_oversized_operating_context_summary_is_reported(make_engine, tmp_path):
     engine = make_engine(operating_context_path=str(path))
     issue = one(engine.check_health(checks=["operating_context_size"]), "operating_context_summary_oversized")
     assert issue["severity"] == "info" and issue["length"] == 3001
+
+
+def test_rows_waiting_in_the_queue_for_their_vector_are_counted(make_engine):
+    """`queued` counts the vector-less rows that have a pending embed task (the SQL that
+    matches a row to its task payload runs on both backends)."""
+    engine = make_engine(task_queue_enabled=False)
+    queued, failed, bare = (add_memory(engine, text) for text in ("queued row", "failed row", "no task row"))
+    _task(engine, "embed", f'{{"table":"memories","id":{queued}}}')
+    _task(engine, "embed", f'{{"table":"memories","id":{failed}}}', status="failed", error="boom")
+    issue = one(engine.check_health(checks=["null_embedding"]), "null_embedding")
+    assert issue["count"] == 3 and issue["queued"] == 1 and bare not in (queued, failed)

@@ -153,3 +153,53 @@ def test_corrupt_or_lost_calibration_file_is_reported(engine):
     raw(engine, "INSERT OR REPLACE INTO cpersona_meta(key, value) VALUES ('calibration', '{\"sidecar\": \"x\"}')")
     path.unlink()
     assert one(engine.check_health(checks=["calibration_file"]), "calibration_stale")["status"] == "lost"
+
+
+def _queue_embeds(engine, table: str, ids: list[int]) -> None:
+    """Rows lose their vector and get an embed task, as after an import (the queue is off here)."""
+    from cpersona.storage.tasks import embed_payload
+
+    for i in ids:
+        raw(engine, f"UPDATE {table} SET embedding = NULL WHERE id = ?", (i,))
+        raw(engine, "INSERT INTO pending_memory_tasks(task_type, agent_id, project_id, payload) VALUES "
+                    "('embed', 'kai', '', ?)", (embed_payload(table, i),))
+
+
+def test_rows_the_running_queue_is_embedding_are_expected_and_left_to_it(engine, monkeypatch):
+    ids = _store(engine, "one fact", "two fact", "three fact", "four fact")
+    _queue_embeds(engine, "memories", ids[:3])  # 3 of 4 without a vector: critical, were no queue at work
+    monkeypatch.setattr(engine.queue, "running", lambda: True)
+    issue = one(engine.check_health(checks=["null_embedding"]), "null_embedding")
+    assert issue["severity"] == "info" and issue["queued"] == 3 and "task queue is embedding" in issue["reason"]
+    assert issue["repairable"] == 0
+    fixed = one(engine.check_health(checks=["null_embedding"], fix=True), "null_embedding")
+    assert "re_embedded" not in fixed and "fixed" not in fixed  # the queue's work is not done twice
+    assert [_lengths(engine)[i] for i in ids] == [None, None, None, 2048]
+
+
+def test_a_row_without_a_task_is_still_repaired_beside_queued_ones(engine, monkeypatch):
+    ids = _store(engine, "one fact", "two fact", "three fact", "four fact")
+    _queue_embeds(engine, "memories", ids[:1])
+    raw(engine, "UPDATE memories SET embedding = NULL WHERE id = ?", (ids[1],))  # no task: nobody embeds it
+    monkeypatch.setattr(engine.queue, "running", lambda: True)
+    issue = one(engine.check_health(checks=["null_embedding"]), "null_embedding")
+    assert issue["severity"] == "warn" and issue["count"] == 2 and issue["queued"] == 1 and issue["repairable"] == 1
+    fixed = one(engine.check_health(checks=["null_embedding"], fix=True), "null_embedding")
+    assert fixed["re_embedded"] == 1
+    assert _lengths(engine)[ids[0]] is None and _lengths(engine)[ids[1]] == 2048
+
+
+def test_queued_rows_with_no_queue_at_work_are_repaired_by_a_fix_run(engine):
+    ids = _store(engine, "one fact", "two fact", "three fact")
+    _queue_embeds(engine, "memories", ids[:2])
+    issue = one(engine.check_health(checks=["null_embedding"]), "null_embedding")
+    assert issue["severity"] == "critical" and issue["queued"] == 2 and issue["repairable"] == 2
+    assert one(engine.check_health(checks=["null_embedding"], fix=True), "null_embedding")["re_embedded"] == 2
+
+
+def test_queued_episodes_are_expected_while_the_queue_runs(engine, monkeypatch):
+    ep = engine.archive_episode("kai", "a session about deploys")["episode_id"]
+    _queue_embeds(engine, "episodes", [ep])
+    monkeypatch.setattr(engine.queue, "running", lambda: True)
+    issue = one(engine.check_health(checks=["null_episode_embedding"]), "null_episode_embedding")
+    assert issue["severity"] == "info" and issue["queued"] == 1 and issue["repairable"] == 0

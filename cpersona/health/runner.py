@@ -242,13 +242,22 @@ def check_health(env: HealthEnv, agent_id: Any = "", fix: Any = False, checks: A
     fix, skipped = downgrade(env, fix)
     run.extra.update(skipped)
     found, left = run.run(fix)
-    summary, status = summarize(_finished(selected, left))
+    issues = _finished(selected, found)
+    failed = {i["check"] for i in issues if i.get("fix_error")}
+    summary, status = summarize([_repair_failed(i) if i["check"] in failed else i for i in _finished(selected, left)])
     facts = stats(env, agent)
-    return {"total_memories": facts.get("memories"), "issues": _finished(selected, found),
+    return {"total_memories": facts.get("memories"),
+            "issues": [_repair_failed(i) if i.get("fix_error") else i for i in issues],
             "severity_summary": summary, "status": status, "fixed": fix and not run.extra.get("repairs_skipped"),
             "checks_run": [c.name for c in selected],
             "skipped": [{"check": c.name, "reason": found[c.name].skipped} for c in selected if found[c.name].skipped],
             "stats": facts, **run.extra, "elapsed_ms": round(1000 * (time.monotonic() - started))}
+
+
+def _repair_failed(issue: Issue) -> Issue:
+    """An issue whose repair raised counts at least as a warning (a failed repair is never
+    `healthy`); its `fix_error` names the failure."""
+    return {**issue, "severity": "warn"} if issue["severity"] == "info" else issue
 
 
 def downgrade(env: HealthEnv, fix: bool) -> tuple[bool, dict[str, Any]]:

@@ -109,6 +109,11 @@ def test_a_failing_repair_is_undone_and_the_others_are_kept(engine_none, monkeyp
     assert one(out, "empty_content")["fixed"] == 1
     assert memory(engine_none, mention)[4] == "<@1> keep me"  # the half-done rewrite was rolled back
     assert memory(engine_none, blank) is None
+    # discord_mention is an info finding; a repair that failed is not: the run is not healthy
+    assert one(out, "discord_mention")["severity"] == "warn"
+    assert out["status"] == "degraded" and out["severity_summary"]["warn"] == 1
+    report = engine_none.check_health(checks=["discord_mention"])  # a plain report: the finding as it is
+    assert one(report, "discord_mention")["severity"] == "info" and report["status"] == "healthy"
 
 
 def test_severity_summary_describes_what_is_left_after_the_fix(engine_none):

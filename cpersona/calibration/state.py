@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cpersona.calibration import growth, sidecar
+from cpersona.calibration import growth, sidecar, sync
 from cpersona.calibration.ports import VectorSpace
 from cpersona.calibration.precision import global_beta
 from cpersona.calibration.stats import rounded
@@ -118,6 +118,7 @@ class CalibrationState:
         self.sidecar_state = "absent"
         self.sidecar_error = ""
         self.startup = Startup()
+        self.watch = sync.StoreWatch(self.store.stamp) if self.store is not None else None
         self.loaded = self.store.load() if self.store is not None else sidecar.Loaded("absent")
         self._restore()
 
@@ -232,6 +233,7 @@ class CalibrationState:
     def gate_for(self, agent_id: str) -> AgentGate:
         """The calibrated gate of `agent_id` for one recall, or the heuristic plus the
         notice explaining why (None when nothing is wrong)."""
+        sync.pick_up(self, Fingerprint)  # what another server on this store saved meanwhile
         threshold = self.vector_threshold(agent_id)
         beta = self.beta(agent_id)
         if self.vectors.model_id is None:
@@ -389,6 +391,8 @@ class CalibrationState:
                 log.warning("%s could not be written: %s", self.store.label, error)
                 return error
             self.sidecar_state, self.sidecar_error = "ok", ""
+            if self.watch is not None:
+                self.watch.mark()
             self.fresh.clear()  # the store holds them now; an erasure written after this one wins
             self.erased.clear()  # … and the store carries ours (`erased_agents`) to the other servers
             self.removed.clear()

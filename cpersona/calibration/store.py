@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,6 +47,9 @@ class CalibrationStore(Protocol):
 
     def lost(self) -> dict[str, Any] | None:
         """The record of an earlier write when the state itself is missing, else None."""
+
+    def stamp(self) -> Hashable | None:
+        """A value that changes whenever the stored state is replaced (None: no state, or unreadable)."""
 
 
 class SidecarStore:
@@ -85,6 +89,14 @@ class SidecarStore:
 
     def backup(self, old_version: str | None) -> None:
         sidecar.backup(self.file, old_version)
+
+    def stamp(self) -> Hashable | None:
+        """(mtime ns, size, inode) of the file: every save replaces it (write, then rename)."""
+        try:
+            st = os.stat(self.file)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
 
     def lost(self) -> dict[str, Any] | None:
         if self.file.exists():
@@ -130,6 +142,11 @@ class DatabaseStore:
 
     def lost(self) -> dict[str, Any] | None:
         return None  # the state lives with the rows: restored with them, never separately lost
+
+    def stamp(self) -> Hashable | None:
+        """The record's `calibrated_at` (every save sets it)."""
+        loaded = self.load()
+        return loaded.data.get("calibrated_at") if loaded.status == "ok" else None
 
 
 def _loaded(data: Any) -> sidecar.Loaded:

@@ -113,6 +113,58 @@ def test_entries_a_server_of_other_settings_left_out_are_no_erasure(factory):
     assert b.get_recall_precision("x")["calibration"]["state"] == "calibrated"
 
 
+def test_a_server_picks_up_what_another_server_on_the_file_calibrated(factory):
+    """B runs beside A on one file: A's calibration reaches B's gate without B calibrating
+    (calibration/sync.py), so the same query gets the same gate from both; B's own later
+    calibration of another agent keeps A's entry, and an erasure by A reaches B."""
+    from cpersona.calibration import sync
+
+    a = factory()
+    store_rows(a, session_corpus(), agent="x")
+    store_rows(a, session_corpus(), agent="y")
+    b = factory()
+    b.calibration.watch = sync.StoreWatch(b.calibration.store.stamp, every_s=0.0)
+    assert b.calibration.gate_for("x").cosine_min is None  # nothing calibrated yet: heuristic
+    res = a.calibrate_threshold("x")
+    assert res["ok"]
+    gate_a, gate_b = a.calibration.gate_for("x"), b.calibration.gate_for("x")
+    assert gate_b.cosine_min == gate_a.cosine_min == res["new_threshold"]
+    assert (gate_b.fused_gate, gate_b.cosine_z) == (gate_a.fused_gate, gate_a.cosine_z)
+    assert b.get_recall_precision("x")["calibration"]["state"] == "calibrated"
+    assert recall(b, "telescope nebula", agent="x") == recall(a, "telescope nebula", agent="x")
+    assert b.calibrate_threshold("y")["ok"]
+    assert set(json.loads(sidecar_path(b).read_text())["agent_thresholds"]) == {"x", "y"}
+    assert a.delete_agent_data("x")["ok"]
+    b.calibration.gate_for("x")
+    assert "x" not in b.calibration.thresholds
+
+
+def test_a_store_written_with_other_settings_is_not_picked_up(factory):
+    from cpersona.calibration import sync
+
+    b = factory()
+    store_rows(b, session_corpus(), agent="x")
+    b.calibration.watch = sync.StoreWatch(b.calibration.store.stamp, every_s=0.0)
+    d = factory(neighbour_weight=0.3)  # another scoring version: its numbers mean something else here
+    assert d.calibrate_threshold("x")["ok"]
+    assert b.calibration.gate_for("x").cosine_min is None and "x" not in b.calibration.thresholds
+
+
+def test_the_store_is_looked_at_once_per_interval():
+    from cpersona.calibration import sync
+
+    stamps = iter(range(100))
+    looks: list[int] = []
+
+    def stamp():
+        looks.append(1)
+        return next(stamps)
+
+    watch = sync.StoreWatch(stamp, every_s=3600)
+    assert not any(watch.changed() for _ in range(1000))  # within the interval: no stat at all
+    assert len(looks) == 1  # the stamp read when the watch was made
+
+
 def test_calibration_survives_restart(calibrated, factory):
     eng, res = calibrated
     eng.close()

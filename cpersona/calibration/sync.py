@@ -1,0 +1,113 @@
+"""A calibration another server on the same store wrote is picked up by this one.
+
+Each server keeps its calibration in memory and writes it to the shared store (the sidecar
+file beside a SQLite file, or the record of a shared PostgreSQL database), merging what the
+store already holds (`CalibrationState.payload`). A server read the store only at its start,
+so two servers on one file answered the same query with different gates until each had
+calibrated the agent itself. Now `gate_for` (every recall) asks `StoreWatch.changed` — the
+store's stamp (the file's mtime, size and inode; the record's `calibrated_at`), read at most
+every CHECK_EVERY_S seconds — and on a change merges the stored state in (`merge`).
+
+What this server changed since its own last save wins: an agent calibrated here (`fresh`) or
+purged here (`removed`), a β cleared here. Everything else is taken from the store, as the
+store is what every server's next save builds on; agents another server erased
+(`erased_agents`) are dropped here too. A state measured with other settings or another
+model (a stale payload) is left alone, as at startup.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from cpersona.calibration import growth
+
+if TYPE_CHECKING:
+    from cpersona.calibration.state import CalibrationState
+
+#: Seconds between two looks at the store's stamp (a stat of the sidecar file).
+CHECK_EVERY_S = 1.0
+#: Payload tables of per-agent entries → the state's attribute holding them.
+AGENT_TABLES = {"agent_thresholds": "thresholds", "agent_fused_gates": "gates",
+                "calibrated_rows": "calibrated_rows", "cosine_z": "cosine_z"}
+
+
+class StoreWatch:
+    """Whether the store changed since this process last read or wrote it."""
+
+    def __init__(self, stamp: Callable[[], Hashable | None], every_s: float = CHECK_EVERY_S) -> None:
+        self._stamp = stamp
+        self._every = every_s
+        self._lock = threading.Lock()
+        self._seen = stamp()
+        self._next = time.monotonic() + every_s
+
+    def changed(self) -> bool:
+        """True (once) when the stamp moved since the last look; looks at most every `every_s`."""
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next:
+                return False
+            self._next = now + self._every
+        stamp = self._stamp()
+        with self._lock:
+            moved, self._seen = stamp != self._seen, stamp
+        return moved and stamp is not None
+
+    def mark(self) -> None:
+        """This process just wrote the store: its own write is not a change to pick up."""
+        stamp = self._stamp()
+        with self._lock:
+            self._seen = stamp
+
+
+def pick_up(state: CalibrationState, fingerprint: Callable[[Any, Any], Any]) -> None:
+    """Merge what another server saved since this one last looked (a no-op between looks, and
+    without vectors). `fingerprint(model, dim)` builds the state's Fingerprint."""
+    if state.watch is None or state.store is None or state.vectors.model_id is None or not state.watch.changed():
+        return
+    loaded = state.store.load()
+    if loaded.status == "ok" and merge(state, loaded.data) and state.fingerprint is None:
+        state.fingerprint = fingerprint(loaded.data.get("embedding_model"), loaded.data.get("embedding_dim"))
+
+
+def merge(state: CalibrationState, data: dict[str, Any]) -> bool:
+    """Apply the stored payload `data` to `state` (module doc); False when it is stale here."""
+    if state.stale_reason(data):
+        return False
+    erased = [a for a in data.get("erased_agents", {}) if a not in state.fresh]
+    for agent in erased:
+        state.drop_agent(agent, erased_here=False)
+    with state._lock:
+        mine = state.fresh | state.removed
+        for key, attr in AGENT_TABLES.items():
+            table = getattr(state, attr)
+            for agent, value in data.get(key, {}).items():
+                if agent not in mine and agent not in erased and agent != growth.GLOBAL:
+                    table[agent] = value
+        for agent, beta in data.get("agent_betas", {}).items():
+            if agent not in state.cleared_betas and agent not in erased:
+                state.betas[agent] = float(beta)
+        if data.get("global_threshold") is not None and (data.get("calibrated_at") or "") > (state.calibrated_at or ""):
+            _take_global(state, data)
+        if state.signal is None:
+            state.signal = data.get("fused_gate_signal")
+        state.calibrated_at = max(state.calibrated_at or "", data.get("calibrated_at") or "") or None
+        state.problem, state.sidecar_state, state.sidecar_error = "", "ok", ""
+    return True
+
+
+def _take_global(state: CalibrationState, data: dict[str, Any]) -> None:
+    """The store-wide threshold and fused gate of a calibration newer than this process's."""
+    state.global_threshold = data.get("global_threshold")
+    state.global_fused_gate = data.get("global_fused_gate")
+    state.signal = data.get("fused_gate_signal")
+    for key, attr in (("calibrated_rows", "calibrated_rows"), ("cosine_z", "cosine_z")):
+        value = data.get(key, {}).get(growth.GLOBAL)
+        table = getattr(state, attr)
+        if value is None:
+            table.pop(growth.GLOBAL, None)
+        else:
+            table[growth.GLOBAL] = value

@@ -23,9 +23,9 @@ import json
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, cast
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -33,6 +33,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+
+from cpersona.mcp.pipes import Wire, open_wire
 
 log = logging.getLogger("cpersona.mcp")
 
@@ -199,8 +201,8 @@ class GuardedStdin:
     """Checked stdin lines for the SDK's `stdio_server`; rejected lines are answered on the
     stream given to `answer_on` (a clone of the server's write stream)."""
 
-    def __init__(self, source: BinaryIO) -> None:
-        self._source = anyio.wrap_file(source)
+    def __init__(self, source: AsyncIterable[bytes]) -> None:
+        self._source = source
         self._answers: Any = None
         self._ready = anyio.Event()
 
@@ -232,8 +234,15 @@ def run_stdio(app: MCPServer) -> None:
 
 
 async def _serve(app: MCPServer) -> None:
-    stdin = GuardedStdin(sys.stdin.buffer)
-    async with stdio_server(stdin=cast(Any, stdin)) as (read_stream, write_stream):
+    async with open_wire(sys.stdin.buffer, sys.stdout.buffer) as wire:
+        lines = wire.lines() if wire is not None else anyio.wrap_file(sys.stdin.buffer)
+        await _serve_on(app, GuardedStdin(lines), wire)
+
+
+async def _serve_on(app: MCPServer, stdin: GuardedStdin, wire: Wire | None) -> None:
+    """The SDK's stdio server on our checked stdin, and on the asyncio pipes when claimed
+    (mcp/pipes.py; else the SDK claims stdout itself)."""
+    async with stdio_server(stdin=cast(Any, stdin), stdout=cast(Any, wire)) as (read_stream, write_stream):
         stdin.answer_on(write_stream.clone())
         # What MCPServer.run_stdio_async does, on our stdin: the SDK offers no public handle
         # on its low-level server, and its stdio entry point cannot be given a reader.

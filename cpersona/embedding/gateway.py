@@ -206,6 +206,14 @@ class EmbeddingGateway:
             self.advisory.mismatch(message)
         return message
 
+    def not_answering(self, limit_s: float) -> tuple[float, float] | None:
+        """(seconds waited, seconds allowed) of the backend's batch in flight when it has waited
+        longer than `limit_s` — a bundled model's worker process stopped or hung, before its
+        watchdog replaces it —, else None (idle, answering, or a backend that cannot tell)."""
+        probe = getattr(self.embedder, "in_flight", None)
+        busy = probe() if callable(probe) else None
+        return busy if busy is not None and busy[0] > limit_s else None
+
     def wait_for_backend(self, seconds: float) -> bool:
         """Wait up to `seconds` for a backend that is still loading (the bundled model at
         process start) so the first calls of a session get vectors. Returns True when the

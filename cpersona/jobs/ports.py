@@ -18,6 +18,9 @@ class Embeddings(Vectors, Protocol):
 
     embedder: Embedder | None
 
+    def not_answering(self, limit_s: float) -> tuple[float, float] | None:
+        """(seconds waited, seconds allowed) of a batch in flight past `limit_s`, else None."""
+
 
 class IndexWriter(Protocol):
     """Where a freshly written vector goes after COMMIT (`index.resident.ResidentIndexes`)."""

@@ -57,9 +57,8 @@ def _stalled_worker(queue: TaskQueue) -> dict[str, Any] | None:
     """{state: "not_answering", waited_s, replaced_at_s} when the bundled model's worker process
     has had a batch in flight for longer than CPERSONA_EMBED_WAIT_SECS (what a recall waits for
     its query vector: past it, recalls answer from keywords); else None."""
-    probe = getattr(queue.embeddings.embedder, "in_flight", None)
-    busy = probe() if callable(probe) else None
-    if busy is None or busy[0] <= queue.settings.embed_wait_secs:
+    busy = queue.embeddings.not_answering(queue.settings.embed_wait_secs)
+    if busy is None:
         return None
     return {"state": "not_answering", "waited_s": round(busy[0], 1), "replaced_at_s": round(busy[1], 1)}
 

@@ -114,13 +114,13 @@ class RecallService(ServiceBase):
         self.refresh_if_changed()
         self.gateway.wait_for_backend(self.settings.model_wait_seconds)
         # The query is embedded in a worker thread while the keyword retrievers run.
-        use_vectors = self.gateway.embedder is not None and bool(req.query.strip())
+        late: list[str] = []  # why this recall went on without its query vector
+        use_vectors = self.gateway.embedder is not None and bool(req.query.strip()) and not self._stalled(late)
         pending = self._query_pool.submit(self.gateway.embed_query, req.query) if use_vectors else None
         indexes = self.indexes() if pending and self.gateway.dim is not None else None
         agent_gate = self.calibration.gate_for(req.agent_id)
         with self.db.read() as s:
             ctx = make_context(self.settings, s, indexes, agent_gate, lambda _text: None, self.pool_size)
-            late: list[str] = []  # why this recall went on without its query vector
             ctx.embed_query = lambda _text: self._await_query_vector(pending, ctx, late)
             if self.db.parallel_reads:
                 ctx.parallel = lambda fn: self._read_pool.submit(self._in_reader, fn)
@@ -146,6 +146,16 @@ class RecallService(ServiceBase):
         if notice:
             response["update_notice"] = notice
         return response
+
+    def _stalled(self, late: list[str]) -> bool:
+        """Whether the backend is known not to answer (a batch in flight past
+        CPERSONA_EMBED_WAIT_SECS): the recall then answers from keywords at once, and `late`
+        says why, instead of waiting that long again."""
+        busy = self.gateway.not_answering(self.settings.embed_wait_secs)
+        if busy is not None:
+            late.append(f"the embedding backend has not answered for {busy[0]:.0f} s "
+                        f"(CPERSONA_EMBED_WAIT_SECS {self.settings.embed_wait_secs:g} s)")
+        return busy is not None
 
     def _in_reader(self, fn: Callable[[Session], Any]) -> Any:
         """fn(session) on the calling (worker) thread's own read connection."""

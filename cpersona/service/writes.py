@@ -59,9 +59,15 @@ class WriteService(ServiceBase):
         return ref, vec is not None
 
     def _vector_within(self, text: str) -> np.ndarray | None:
+        """The text's vector within CPERSONA_EMBED_WAIT_SECS, else None (the task queue embeds
+        it). None at once while the backend is known not to answer (`not_answering`): a burst
+        of writes to a stopped worker then neither waits nor holds a thread each."""
+        wait = self.settings.embed_wait_secs
+        if self.gateway.not_answering(wait) is not None:
+            return None
         pending = self._write_pool.submit(self.gateway.embed_one, text)
         try:
-            return pending.result(timeout=self.settings.embed_wait_secs)
+            return pending.result(timeout=wait)
         except FutureTimeout:
             log.info("a write went on without its vector (none within %g s); the task queue embeds it",
                      self.settings.embed_wait_secs)

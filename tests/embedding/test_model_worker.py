@@ -5,6 +5,7 @@ worker replaced, no worker outliving its server."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -346,5 +347,42 @@ def test_queue_status_names_a_worker_that_is_not_answering(tmp_path, worker_embe
         waiting.join(20)
         assert not waiting.is_alive()
         assert "embedding_worker" not in eng.queue_status()
+    finally:
+        eng.close()
+
+
+def test_calls_do_not_wait_again_for_a_worker_known_not_to_answer(tmp_path, worker_embedder):
+    """Once a batch has waited past CPERSONA_EMBED_WAIT_SECS, a store keeps its row for the
+    queue and a recall answers from keywords at once (advisory "late"), instead of each waiting
+    that long (and holding a server thread) again."""
+    import threading
+
+    from cpersona.retrieval.pipeline import RecallRequest
+
+    from quality_helpers import make
+
+    eng = make(tmp_path / "fast.db", embedder=worker_embedder, embed_wait_secs=0.5, task_queue_enabled=False)
+    try:
+        assert eng.store("kai", "the ferry leaves at dawn")["embedded"] is True
+        assert "advisory" not in eng.recall(RecallRequest("kai", "ferry dawn"))  # first-use costs paid here
+        os.kill(worker_embedder.worker_pid, signal.SIGSTOP)
+        held = threading.Thread(target=worker_embedder.embed, args=(["held by the stopped worker"],), daemon=True)
+        held.start()
+        try:
+            deadline = time.monotonic() + 10
+            while worker_embedder.in_flight() is None or worker_embedder.in_flight()[0] <= 0.5:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            started = time.monotonic()
+            out = eng.store("kai", "the harbour closes at noon")
+            stored = time.monotonic()
+            answer = eng.recall(RecallRequest("kai", "ferry dawn"))
+            took = (stored - started, time.monotonic() - stored)
+        finally:
+            os.kill(worker_embedder.worker_pid, signal.SIGCONT)
+        held.join(20)
+        assert out["ok"] is True and out["embedded"] is False
+        assert answer["messages"] and "not answered" in json.dumps(answer["advisory"])
+        assert max(took) < 0.45, took  # neither call waited CPERSONA_EMBED_WAIT_SECS
     finally:
         eng.close()

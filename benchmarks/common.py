@@ -108,6 +108,14 @@ def load_dataset(folder: Path, name: str | None = None) -> Dataset:
     )
 
 
+def generate_scale(data_root: Path, n: int, out: Path) -> float:
+    """Write the SCALE corpus of `n` rows to `out` (`<data>/scale/make_scale.py`); returns seconds taken."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, str(data_root / "scale" / "make_scale.py"), str(n), "--out", str(out)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
 def select_evenly(items: Sequence, n: int | None) -> list:
     """`n` items spread evenly over `items` (indices floor(i * len / n)); all when n is
     None/0 or ≥ len. Deterministic: the same input always gives the same subset."""

@@ -88,14 +88,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def generate(make_scale: Path, n: int, out: Path) -> float:
-    """Run make_scale.py; returns seconds taken."""
-    started = time.perf_counter()
-    subprocess.run([sys.executable, str(make_scale), str(n), "--out", str(out)], check=True,
-                   stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
-
-
 def fake_embed_cost_ms(texts: list[str]) -> float:
     """Mean ms the fake /embed server spends hashing one text (included in every store and
     recall of this benchmark, on top of the HTTP round trip)."""
@@ -110,7 +102,7 @@ def fake_embed_cost_ms(texts: list[str]) -> float:
 async def run_size(n: int, args: argparse.Namespace, url: str, workdir: Path) -> list[dict]:
     """The size on SQLite, then (with --db-url) on PostgreSQL, back to back."""
     folder = workdir / f"scale-{n}"
-    gen_s = generate(args.data / "scale" / "make_scale.py", n, folder)
+    gen_s = common.generate_scale(args.data, n, folder)
     data = common.load_dataset(folder, f"scale-{n}")
     queries = common.select_evenly(data.queries, args.max_queries)
     common.log(f"scale {n}: {len(data.memories)} memories, {len(queries)} of {len(data.queries)} queries "

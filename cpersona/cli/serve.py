@@ -22,6 +22,7 @@ from cpersona.cli.common import backend_label
 from cpersona.cli.settings import unknown_variables
 from cpersona.config import LEGACY_DB_PATH, Settings
 from cpersona.errors import ConfigError
+from cpersona.mcp.pipes import release_all
 
 if TYPE_CHECKING:
     from cpersona.service.engine import Engine
@@ -107,6 +108,7 @@ def _stop_on_interrupt(engine: Engine) -> None:
         closer = threading.Thread(target=engine.close, name="cpersona-close", daemon=True)
         closer.start()
         closer.join(CLOSE_TIMEOUT_SECS)
+        release_all()  # stdin / stdout as the host gave them (os._exit skips the transport's own cleanup)
         print(f"cpersona: stopped ({'Ctrl-C' if signum == signal.SIGINT else 'SIGTERM'})", file=sys.stderr, flush=True)
         os._exit(0)
 

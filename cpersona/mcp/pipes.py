@@ -9,28 +9,79 @@ running at once and each query sent to both: recall p50 −0.9 ms (benchmarks/RE
 Writes keep asyncio's flow control: a client that stops reading holds the writer at the
 transport's high-water mark, as a blocked write held the writing thread before.
 
-The wire is claimed as the SDK claims it: stdout's descriptor is duplicated for the wire and
+Only pipes are served this way (stdin and stdout both FIFOs, as a host that spawns the server
+with pipes gives them); sockets — what Node's child processes get — and everything else keep
+the SDK's streams. At the end of stdin the requests still running are waited for (`InFlight`,
+up to EOF_WAIT_S) so each gets its answer. The wire is claimed as the SDK claims it: stdout's descriptor is duplicated for the wire and
 fd 1 pointed at stderr while serving, so a stray print of a handler or the output of a child
 process never reaches the protocol; both descriptors are restored on exit. `open_wire` yields
-None — and the SDK's own threaded streams serve — where a descriptor is not a pipe, socket or
-character device (stdin redirected from a file), where stdout and stderr are one file (making
-the wire non-blocking would make stderr non-blocking too), or without asyncio's Unix pipes.
+None — and the SDK's own threaded streams serve — where a descriptor is not a pipe, where
+stdout and stderr are one file (making the wire non-blocking would make stderr non-blocking
+too), or without asyncio's Unix pipes. Both descriptors are left in blocking mode again at the
+end, also after a signal (`release_all`), for whatever reads or writes them next.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+import re
+import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import BinaryIO
+
+import anyio
 
 log = logging.getLogger(__name__)
 
 #: Bytes asked of the stdin pipe per read (a longer line arrives in several reads).
 READ_CHUNK = 1 << 16
+#: Seconds the end of stdin waits for the requests still being answered (`InFlight`).
+EOF_WAIT_S = 60.0
+#: The id of a JSON-RPC response as the SDK writes it (`{"jsonrpc":"2.0","id":…,"result"|"error"`).
+_RESPONSE_ID = re.compile(r'\{"jsonrpc":"2\.0","id":(-?\d+|"(?:[^"\\]|\\.)*+"),"(?:result|error)"')
+
+
+class InFlight:
+    """The requests read from stdin that have no answer on stdout yet. At the end of stdin the
+    reader waits for them (`drained`) before it ends the session: the SDK cancels whatever is
+    still running when its input ends, so a client that sends its last requests and closes
+    stdin (a pipeline, `printf … | cpersona`) would get no answer to them — while a store among
+    them may already be written."""
+
+    def __init__(self) -> None:
+        self._open: dict[object, int] = {}
+        self._changed = asyncio.Event()
+
+    def sent(self, request_id: object) -> None:
+        """A request with this id was handed to the SDK."""
+        if request_id is not None:
+            self._open[request_id] = self._open.get(request_id, 0) + 1
+
+    def written(self, text: str) -> None:
+        """A message went out on stdout: if it answers a request, that one is done."""
+        match = _RESPONSE_ID.match(text, 0, 512) if self._open else None
+        if match is None:
+            return
+        key = json.loads(match.group(1))
+        left = self._open.get(key, 0) - 1
+        if left > 0:
+            self._open[key] = left
+        else:
+            self._open.pop(key, None)
+        self._changed.set()
+
+    async def drained(self, timeout_s: float = EOF_WAIT_S) -> bool:
+        """Wait until every request read has been answered (at most `timeout_s`); whether it was."""
+        with anyio.move_on_after(timeout_s):
+            while self._open:
+                self._changed.clear()
+                await self._changed.wait()
+        return not self._open
 
 
 class Wire:
@@ -40,6 +91,7 @@ class Wire:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
+        self.inflight = InFlight()
 
     async def lines(self) -> AsyncIterator[bytes]:
         """Each line of stdin with its newline (the last one without, if the input ends in the
@@ -58,11 +110,15 @@ class Wire:
 
     async def write(self, text: str) -> None:
         self._writer.write(text.encode("utf-8"))
+        self.inflight.written(text)
 
     async def flush(self) -> None:
-        """Wait while the client has not read what was written (flow control); raises the
-        pipe's error (BrokenPipeError once the client closed it)."""
-        await self._writer.drain()
+        """Wait while the client has not read what was written (flow control). Raises
+        BrokenPipeError once the client closed its end (asyncio reports it as a lost connection)."""
+        try:
+            await self._writer.drain()
+        except ConnectionError as err:
+            raise BrokenPipeError(f"the client closed stdout: {err}") from err
 
 
 def _separate(fd_out: int, fd_err: int) -> bool:
@@ -74,6 +130,27 @@ def _separate(fd_out: int, fd_err: int) -> bool:
     return (out.st_dev, out.st_ino) != (err.st_dev, err.st_ino)
 
 
+def _fifo(fd: int) -> bool:
+    """Whether `fd` is a pipe (FIFO). Sockets are left to the SDK's streams: asyncio's write-pipe
+    transport takes a socket that turns readable (its peer shut down its own sending side, or
+    stdin and stdout are one socket) for a closed connection."""
+    try:
+        return stat.S_ISFIFO(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
+#: Releases of the wires claimed now, for a signal handler that ends the process at once.
+_CLAIMED: list[Callable[[], None]] = []
+
+
+def release_all() -> None:
+    """Put stdin and stdout back as they were (fd 1 on the wire, blocking mode) — for a stop
+    that exits without unwinding (`os._exit`), so the host's descriptors are left usable."""
+    for release in list(_CLAIMED):
+        release()
+
+
 @asynccontextmanager
 async def open_wire(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[Wire | None]:
     """Claim stdin and stdout as asyncio pipes for the duration (module doc); None when they
@@ -83,59 +160,53 @@ async def open_wire(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[Wire | N
     except (AttributeError, OSError, ValueError):
         yield None
         return
-    if sys.platform == "win32" or not _separate(fd_out, fd_err):
+    if sys.platform == "win32" or not (_fifo(fd_in) and _fifo(fd_out)) or not _separate(fd_out, fd_err):
         yield None
         return
     loop = asyncio.get_running_loop()
-    wire_in = os.fdopen(os.dup(fd_in), "rb", buffering=0)
-    wire_out = os.fdopen(os.dup(fd_out), "wb", buffering=0)
     reader = asyncio.StreamReader()
+    kept_out = os.dup(fd_out)  # fd 1's wire, to put back at the end (the transport closes its own)
     try:
-        reading, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), wire_in)
-    except (OSError, ValueError, NotImplementedError) as err:  # not a pipe, socket or character device
-        _unused(err, (wire_in, fd_in), (wire_out, fd_out))
-        yield None
-        return
-    try:
-        writing, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, wire_out)
+        reading, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                  os.fdopen(os.dup(fd_in), "rb", buffering=0))
+        writing, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
+                                                          os.fdopen(os.dup(fd_out), "wb", buffering=0))
     except (OSError, ValueError, NotImplementedError) as err:
-        reading.close()
-        _unused(err, (wire_out, fd_out))
-        os.set_blocking(fd_in, True)
+        log.debug("stdio on asyncio pipes unavailable (%s): the SDK's streams serve", err)
+        _put_back(kept_out, fd_out, fd_in, point=False)
         yield None
         return
     writing.set_write_buffer_limits(high=0)  # a flush returns once the pipe took everything
-    writer = asyncio.StreamWriter(writing, protocol, None, loop)
     os.dup2(fd_err, fd_out)  # stray output while serving goes to stderr, never onto the wire
+    done: list[bool] = []
+
+    def release() -> None:
+        if not done:
+            done.append(True)
+            _put_back(kept_out, fd_out, fd_in)
+
+    _CLAIMED.append(release)
     try:
-        yield Wire(reader, writer)
+        yield Wire(reader, asyncio.StreamWriter(writing, protocol, None, loop))
     finally:
         reading.close()
-        _restore(wire_out.fileno(), fd_out)
         writing.close()
-        for fd in (fd_in, fd_out):
-            _blocking(fd)
+        release()
+        _CLAIMED.remove(release)
 
 
-def _unused(err: Exception, *ends: tuple[BinaryIO, int]) -> None:
-    """Close duplicates that serve no pipe (and give their descriptors back blocking mode)."""
-    log.debug("stdio on asyncio pipes unavailable (%s): the SDK's streams serve", err)
-    for end, fd in ends:
-        end.close()
-        _blocking(fd)
-
-
-def _restore(wire: int, fd_out: int) -> None:
-    """Point fd 1 back at the wire."""
-    try:
-        os.dup2(wire, fd_out)
-    except OSError as err:
-        log.warning("could not put stdout back after serving: %s", err)
-
-
-def _blocking(fd: int) -> None:
-    """Blocking mode again (a pipe transport made the descriptor's file non-blocking)."""
-    try:
-        os.set_blocking(fd, True)
-    except OSError as err:  # closed meanwhile: nothing to restore
-        log.debug("descriptor %d not restored to blocking mode: %s", fd, err)
+def _put_back(kept_out: int, fd_out: int, fd_in: int, point: bool = True) -> None:
+    """fd 1 on the wire again (`point`), both descriptors' files in blocking mode again (the
+    pipe transports made them non-blocking), the kept duplicate closed. Never raises: a
+    descriptor the host closed meanwhile has nothing to restore."""
+    steps: list[tuple[Callable[[], object], str]] = [
+        (lambda: os.dup2(kept_out, fd_out), "stdout back on the wire"),
+        (lambda: os.set_blocking(kept_out, True), "stdout blocking"),
+        (lambda: os.set_blocking(fd_in, True), "stdin blocking"),
+        (lambda: os.close(kept_out), "close"),
+    ]
+    for step, what in steps[0 if point else 1:]:
+        try:
+            step()
+        except OSError as err:
+            log.debug("after serving, %s: %s", what, err)

@@ -34,7 +34,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from cpersona.mcp.pipes import Wire, open_wire
+from cpersona.mcp.pipes import EOF_WAIT_S, InFlight, Wire, open_wire
 
 log = logging.getLogger("cpersona.mcp")
 
@@ -43,7 +43,9 @@ RequestId = int | str | None
 #: Nesting the SDK's JSON parser accepts (pydantic-core's jiter stops at about 200 levels).
 MAX_DEPTH = 200
 #: A JSON string literal from its opening quote (an unterminated one runs to the end).
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.S)
+#: Possessive: no backtracking state is kept (a 30 MB unterminated string took ~120 bytes of
+#: memory per character with `(?:…)*`).
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"?', re.S)
 
 
 @dataclass(frozen=True)
@@ -61,21 +63,26 @@ class Rejection:
 
 def check_line(raw: bytes) -> str | Rejection | None:
     """The line to hand to the SDK, the Rejection to answer it with, or None for a blank line."""
+    return _check(raw)[0]
+
+
+def _check(raw: bytes) -> tuple[str | Rejection | None, RequestId]:
+    """`check_line`, and the id of a request handed on (None for anything else)."""
     if not raw.strip():
-        return None
+        return None, None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         return Rejection(read_id(raw.decode("utf-8", "replace")), types.PARSE_ERROR,
                          f"the request is not valid UTF-8 (byte 0x{raw[err.start]:02x} at offset {err.start}); "
-                         "send it encoded as UTF-8. Nothing was done")
+                         "send it encoded as UTF-8. Nothing was done"), None
     try:
         message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValidationError as err:
-        return _diagnose(text, err)
+        return _diagnose(text, err), None
     if isinstance(message, types.JSONRPCNotification) and '"id"' in text:
-        return _notification_with_id(text)
-    return text
+        return _notification_with_id(text), None
+    return text, message.id if isinstance(message, types.JSONRPCRequest) else None
 
 
 def _diagnose(text: str, err: ValidationError) -> Rejection:
@@ -201,8 +208,9 @@ class GuardedStdin:
     """Checked stdin lines for the SDK's `stdio_server`; rejected lines are answered on the
     stream given to `answer_on` (a clone of the server's write stream)."""
 
-    def __init__(self, source: AsyncIterable[bytes]) -> None:
+    def __init__(self, source: AsyncIterable[bytes], inflight: InFlight | None = None) -> None:
         self._source = source
+        self._inflight = inflight
         self._answers: Any = None
         self._ready = anyio.Event()
 
@@ -216,27 +224,39 @@ class GuardedStdin:
     async def _lines(self) -> AsyncIterator[str]:
         try:
             async for raw in self._source:
-                checked = check_line(raw)
+                checked, request_id = _check(raw)
                 if isinstance(checked, Rejection):
                     log.warning("answered an unreadable request (id %r): %s", checked.id, checked.message)
                     await self._ready.wait()
                     await self._answers.send(checked.answer())
                 elif checked is not None:
+                    if self._inflight is not None:
+                        self._inflight.sent(request_id)
                     yield checked
+            if self._inflight is not None and not await self._inflight.drained():
+                log.warning("stdin ended; requests still unanswered after %g s are cancelled", EOF_WAIT_S)
         finally:
             if self._answers is not None:
                 await self._answers.aclose()  # the SDK's writer ends once every sender closed
 
 
 def run_stdio(app: MCPServer) -> None:
-    """Serve `app` on stdin/stdout until the client closes stdin (blocks)."""
-    anyio.run(_serve, app)
+    """Serve `app` on stdin/stdout until the client closes stdin (blocks). Raises
+    BrokenPipeError — alone, not inside the task group's ExceptionGroup — when the client
+    closed stdout (the command then ends quietly, cli/main.py)."""
+    try:
+        anyio.run(_serve, app)
+    except BaseExceptionGroup as group:
+        broken, rest = group.split(BrokenPipeError)
+        if broken is None or rest is not None:
+            raise
+        raise BrokenPipeError("the client closed stdout") from None
 
 
 async def _serve(app: MCPServer) -> None:
     async with open_wire(sys.stdin.buffer, sys.stdout.buffer) as wire:
         lines = wire.lines() if wire is not None else anyio.wrap_file(sys.stdin.buffer)
-        await _serve_on(app, GuardedStdin(lines), wire)
+        await _serve_on(app, GuardedStdin(lines, wire.inflight if wire is not None else None), wire)
 
 
 async def _serve_on(app: MCPServer, stdin: GuardedStdin, wire: Wire | None) -> None:

@@ -98,3 +98,95 @@ def test_stray_output_while_serving_goes_to_stderr_and_stdout_comes_back(tmp_pat
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b"on the wire\nafter\n"
     assert done.stderr == b"stray\n"
+
+
+def _server(tmp_path, **popen) -> subprocess.Popen:
+    env = clean_env(CPERSONA_DB_PATH=str(tmp_path / "p.db"), CPERSONA_EMBEDDING_MODE="none")
+    return subprocess.Popen([sys.executable, "-m", "cpersona"], env=env, cwd=tmp_path, **popen)
+
+
+def _init_lines(*more: dict) -> bytes:
+    init = {"protocolVersion": mcp_types.LATEST_PROTOCOL_VERSION, "capabilities": {},
+            "clientInfo": {"name": "pipe", "version": "0"}}
+    msgs = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}, *more]
+    return "\n".join(json.dumps(m) for m in msgs).encode()
+
+
+def test_requests_sent_just_before_stdin_closes_are_all_answered(tmp_path):
+    """A pipeline (`printf … | cpersona`): every request read before the end of input is
+    answered — the stores among them too —, the last one even without a trailing newline."""
+    stores = [{"jsonrpc": "2.0", "id": i, "method": "tools/call",
+               "params": {"name": "store", "arguments": {"agent_id": "kai", "content": f"pipelined fact {i}"}}}
+              for i in range(1, 31)]
+    proc = _server(tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate(_init_lines(*stores, {"jsonrpc": "2.0", "id": 99, "method": "ping"}), timeout=120)
+    answers = {a["id"]: a for a in map(json.loads, out.splitlines())}
+    assert sorted(answers) == [0, *range(1, 31), 99], err.decode()[-2000:]
+    assert all(json.loads(answers[i]["result"]["content"][0]["text"])["ok"] for i in range(1, 31))
+    assert proc.returncode == 0
+
+
+def test_stdout_on_a_socket_is_served(tmp_path):
+    """Hosts written in Node give their child sockets, not pipes: the SDK's streams serve them,
+    also when the client shuts its sending side of the stdout socket down."""
+    import socket
+
+    ours_in, theirs_in = socket.socketpair()
+    ours_out, theirs_out = socket.socketpair()
+    proc = _server(tmp_path, stdin=theirs_in, stdout=theirs_out, stderr=subprocess.PIPE)
+    theirs_in.close()
+    theirs_out.close()
+    ours_out.shutdown(socket.SHUT_WR)
+    ours_in.sendall(_init_lines({"jsonrpc": "2.0", "id": 1, "method": "ping"}) + b"\n")
+    reader = ours_out.makefile("rb")
+    assert [json.loads(reader.readline())["id"] for _ in range(2)] == [0, 1]
+    ours_in.close()
+    assert proc.wait(60) == 0, proc.stderr.read().decode()[-2000:]
+
+
+def test_a_client_closing_stdout_ends_the_server_quietly(tmp_path):
+    proc = _server(tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdin.write(_init_lines() + b"\n")
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 0
+    proc.stdout.close()
+    for i in range(1, 4):  # answers to a closed stdout
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping"}).encode() + b"\n")
+        proc.stdin.flush()
+    assert proc.wait(60) == 141
+    assert "Traceback" not in proc.stderr.read().decode()
+
+
+@pytest.mark.parametrize("how", ["eof", "SIGTERM"])
+def test_stdin_and_stdout_are_blocking_again_after_the_server(tmp_path, how):
+    """The pipes' files are shared with whatever reads or writes them next (`sh -c 'cpersona; cat'`):
+    the server leaves them in blocking mode, also when a signal stops it."""
+    import fcntl
+    import os
+    import signal
+    import time
+
+    r_in, w_in = os.pipe()
+    r_out, w_out = os.pipe()
+    proc = _server(tmp_path, stdin=r_in, stdout=w_out, stderr=subprocess.PIPE)
+    os.write(w_in, _init_lines() + b"\n")
+    with os.fdopen(r_out, "rb", buffering=0) as out:
+        assert b'"id":0' in out.read(65536)
+        if how == "eof":
+            os.close(w_in)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        time.sleep(0.1)
+        for fd in (r_in, w_out):
+            assert not fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK
+    for fd in (r_in, w_out) + ((w_in,) if how != "eof" else ()):
+        os.close(fd)
+
+
+def test_an_unterminated_string_in_a_long_broken_line_is_read_in_linear_memory():
+    from cpersona.mcp.stdio import read_id
+
+    line = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"' + "a" * 3_000_000
+    assert read_id(line) == 7

@@ -217,6 +217,7 @@ class Calibration(CalibrationState):
                 self.erased.pop(req.agent_id, None)
             else:
                 self.global_threshold = threshold
+                self.global_fresh = True
             self.fingerprint = fp
             self.calibrated_at = datetime.now(UTC).isoformat()
         return out, threshold, temporal_ok

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,14 @@ from typing import Any
 from cpersona.calibration import growth, sidecar, sync
 from cpersona.calibration.ports import VectorSpace
 from cpersona.calibration.precision import global_beta
+from cpersona.calibration.records import (  # noqa: F401 — SCORING_VERSION, scoring_version: their historical home
+    SCORING_VERSION,
+    BetaSnapshot,
+    Fingerprint,
+    Startup,
+    _put,
+    scoring_version,
+)
 from cpersona.calibration.stats import rounded
 from cpersona.calibration.store import store_for
 from cpersona.config import Settings
@@ -27,61 +34,6 @@ from cpersona.retrieval.gate import AgentGate
 from cpersona.storage import Database
 
 log = logging.getLogger(__name__)
-#: Fingerprint of the scoring functions the gates were measured with; bump on any change
-#: to fusion, penalties, confidence or the gate rules (a mismatch makes the sidecar stale).
-SCORING_VERSION = "cpersona-q8-answer-unit"
-
-
-def scoring_version(settings: Settings) -> str:
-    """SCORING_VERSION plus the settings that change the scores the gates key on (fusion
-    mode, cc α, the neighbour weight), e.g. "cpersona-q8-answer-unit/cc/alpha=auto/nb=auto":
-    changing any makes a sidecar stale."""
-    alpha = "auto" if settings.cc_alpha is None else f"{settings.cc_alpha:g}"
-    nb = "auto" if settings.neighbour_weight is None else f"{settings.neighbour_weight:g}"
-    return f"{SCORING_VERSION}/{settings.recall_mode}/alpha={alpha}/nb={nb}"
-
-
-@dataclass
-class Fingerprint:
-    """What calibrated numbers were measured with."""
-
-    model: str | None
-    dim: int | None
-    scoring_version: str = SCORING_VERSION
-
-    def describe(self) -> str:
-        return f"model {self.model or '?'} ({self.dim or '?'}-d), scoring {self.scoring_version}"
-
-
-@dataclass
-class Startup:
-    """Progress of the startup recalibration (shown by get_recall_precision)."""
-
-    action: str = "pending"
-    running: bool = False
-    error: str = ""
-    finished_at: str = ""
-    agents: int = 0
-    #: calibrations made since the start because an agent's rows doubled (calibration/growth.py)
-    grown: int = 0
-
-
-@dataclass(frozen=True)
-class BetaSnapshot:
-    """An agent's precision state before `set_beta`: its β override (None = none), whether
-    it was explicitly cleared, and its calibration failure note."""
-
-    beta: float | None
-    cleared: bool
-    failure: str | None
-
-
-def _put(table: dict[str, Any], key: str, value: Any) -> None:
-    """table[key] = value, or drop the key when value is None."""
-    if value is None:
-        table.pop(key, None)
-    else:
-        table[key] = value
 
 
 class CalibrationState:
@@ -113,6 +65,10 @@ class CalibrationState:
         self.erased: dict[str, str] = {}
         #: agents calibrated here since the last save: an older erasure in the store does not drop them
         self.fresh: set[str] = set()
+        #: the store-wide threshold was measured here since the last save
+        self.global_fresh = False
+        #: agents whose β override was set or cleared here since the last save (cleared: `cleared_betas`)
+        self.betas_changed: set[str] = set()
         self.cleared_betas: set[str] = set()
         self.problem = ""  # sidecar-level reason the gates are heuristic (shown in recall)
         self.sidecar_state = "absent"
@@ -233,7 +189,7 @@ class CalibrationState:
     def gate_for(self, agent_id: str) -> AgentGate:
         """The calibrated gate of `agent_id` for one recall, or the heuristic plus the
         notice explaining why (None when nothing is wrong)."""
-        sync.pick_up(self, Fingerprint)  # what another server on this store saved meanwhile
+        self.pick_up()
         threshold = self.vector_threshold(agent_id)
         beta = self.beta(agent_id)
         if self.vectors.model_id is None:
@@ -262,6 +218,10 @@ class CalibrationState:
             beta=beta,
             notice=self._notice(agent_id, calibrated, gate, failure, problem, running, fused),
         )
+
+    def pick_up(self) -> None:
+        """Merge what another server on this store saved since this one last looked (calibration/sync.py)."""
+        sync.pick_up(self, Fingerprint)
 
     def _notice(self, agent_id: str, calibrated: bool, gate: float | None, failure: str | None, problem: str,
                 running: bool, signal: str | None) -> dict[str, Any] | None:
@@ -315,6 +275,7 @@ class CalibrationState:
         with self._lock:
             before = BetaSnapshot(self.betas.get(agent_id), agent_id in self.cleared_betas,
                                   self.failures.get(agent_id))
+            self.betas_changed.add(agent_id)
             if beta is None:
                 self.betas.pop(agent_id, None)
                 self.cleared_betas.add(agent_id)
@@ -346,8 +307,8 @@ class CalibrationState:
         same = current.status == "ok" and not self.stale_reason(current.data) and \
             (current.data.get("embedding_model"), current.data.get("embedding_dim")) == (fp.model, fp.dim)
         erased = {a: t for a, t in current.data.get("erased_agents", {}).items() if a not in self.fresh} if same else {}
-        for agent in erased:
-            self.drop_agent(agent, erased_here=False)  # delete_agent_data ran in another server
+        if same:  # what another server saved since wins where nothing changed here (calibration/sync.py)
+            sync.merge(self, current.data)
         with self._lock:
             payload: dict[str, Any] = {
                 "format": sidecar.FORMAT, "embedding_dim": fp.dim, "embedding_model": fp.model,
@@ -396,4 +357,7 @@ class CalibrationState:
             self.fresh.clear()  # the store holds them now; an erasure written after this one wins
             self.erased.clear()  # … and the store carries ours (`erased_agents`) to the other servers
             self.removed.clear()
+            self.global_fresh = False
+            self.betas_changed.clear()
+            self.cleared_betas.clear()
         return ""

@@ -1,18 +1,20 @@
 """A calibration another server on the same store wrote is picked up by this one.
 
-Each server keeps its calibration in memory and writes it to the shared store (the sidecar
-file beside a SQLite file, or the record of a shared PostgreSQL database), merging what the
-store already holds (`CalibrationState.payload`). A server read the store only at its start,
-so two servers on one file answered the same query with different gates until each had
-calibrated the agent itself. Now `gate_for` (every recall) asks `StoreWatch.changed` — the
-store's stamp (the file's mtime, size and inode; the record's `calibrated_at`), read at most
-every CHECK_EVERY_S seconds — and on a change merges the stored state in (`merge`).
+Each server keeps its calibration in memory and writes it to the shared store (the sidecar file
+beside a SQLite file, or the record of a shared PostgreSQL database), merging what the store
+already holds (`CalibrationState.payload`). A server read the store only at its start, so two
+servers on one file answered the same query with different gates until each had calibrated the
+agent itself. Now `gate_for` (every recall) asks `StoreWatch.changed` — the store's stamp (the
+file's mtime, size and inode; the record's `calibrated_at`), read at most every CHECK_EVERY_S
+seconds — and on a change merges the stored state in (`merge`).
 
 What this server changed since its own last save wins: an agent calibrated here (`fresh`) or
-purged here (`removed`), a β cleared here. Everything else is taken from the store, as the
-store is what every server's next save builds on; agents another server erased
-(`erased_agents`) are dropped here too. A state measured with other settings or another
-model (a stale payload) is left alone, as at startup.
+purged here (`removed`), the store-wide threshold measured here (`global_fresh`), a β set or
+cleared here (`betas_changed`). Everything else is taken from the store — a β it no longer
+holds is dropped — as the store is what every server's next save builds on (a save merges the
+store in first, so it never writes back an older number of its own over a newer one of another
+server's); agents another server erased (`erased_agents`) are dropped here too. A state
+measured with other settings or another model (a stale payload) is left alone, as at startup.
 """
 
 from __future__ import annotations
@@ -87,10 +89,13 @@ def merge(state: CalibrationState, data: dict[str, Any]) -> bool:
             for agent, value in data.get(key, {}).items():
                 if agent not in mine and agent not in erased and agent != growth.GLOBAL:
                     table[agent] = value
-        for agent, beta in data.get("agent_betas", {}).items():
-            if agent not in state.cleared_betas and agent not in erased:
+        stored, set_here = data.get("agent_betas", {}), state.betas_changed | state.removed
+        for agent in [a for a in state.betas if a not in stored and a not in set_here]:
+            del state.betas[agent]  # cleared by another server
+        for agent, beta in stored.items():
+            if agent not in set_here and agent not in erased:
                 state.betas[agent] = float(beta)
-        if data.get("global_threshold") is not None and (data.get("calibrated_at") or "") > (state.calibrated_at or ""):
+        if data.get("global_threshold") is not None and not state.global_fresh:
             _take_global(state, data)
         if state.signal is None:
             state.signal = data.get("fused_gate_signal")

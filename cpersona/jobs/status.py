@@ -44,8 +44,9 @@ def queue_status(queue: TaskQueue) -> dict[str, Any]:
     if stalled is not None:
         out["embedding_worker"] = stalled
         if running:
-            out["waiting_reason"] = (f"the embedding worker has not answered for {stalled['waited_s']} s; "
-                                     f"it is replaced at {stalled['replaced_at_s']} s")
+            out["waiting_reason"] = (f"the embedding worker has not answered a batch for {stalled['waited_s']} s "
+                                     "(stopped, hung, or one very long text on a busy machine); its watchdog "
+                                     f"replaces it after {stalled['replaced_at_s']} s")
     if summary["recent_failures"]:
         out["recent_failures"] = summary["recent_failures"]
     if reembed is not None:

@@ -5,20 +5,21 @@ runs every readline, write and flush in a worker thread: three thread hand-offs 
 each waking a thread that must then take the GIL from the recall's own threads. Here the event
 loop reads and writes the pipes itself (asyncio's pipe transports: non-blocking descriptors
 watched by its selector). Paired over MCP at 10k rows with the bundled model, both servers
-running at once and each query sent to both: recall p50 −0.9 ms (benchmarks/README.md).
-Writes keep asyncio's flow control: a client that stops reading holds the writer at the
-transport's high-water mark, as a blocked write held the writing thread before.
+running at once and each query sent to both: recall p50 −0.9 ms (benchmarks/README.md). Writes
+keep asyncio's flow control: a client that stops reading holds the writer at the transport's
+high-water mark, as a blocked write held the writing thread before.
 
 Only pipes are served this way (stdin and stdout both FIFOs, as a host that spawns the server
 with pipes gives them); sockets — what Node's child processes get — and everything else keep
 the SDK's streams. At the end of stdin the requests still running are waited for (`InFlight`,
-up to EOF_WAIT_S) so each gets its answer. The wire is claimed as the SDK claims it: stdout's descriptor is duplicated for the wire and
-fd 1 pointed at stderr while serving, so a stray print of a handler or the output of a child
-process never reaches the protocol; both descriptors are restored on exit. `open_wire` yields
-None — and the SDK's own threaded streams serve — where a descriptor is not a pipe, where
-stdout and stderr are one file (making the wire non-blocking would make stderr non-blocking
-too), or without asyncio's Unix pipes. Both descriptors are left in blocking mode again at the
-end, also after a signal (`release_all`), for whatever reads or writes them next.
+up to EOF_WAIT_S) so each gets its answer. The wire is claimed as the SDK claims it: stdout's
+descriptor is duplicated for the wire and fd 1 pointed at stderr while serving, so a stray
+print of a handler or the output of a child process never reaches the protocol; both
+descriptors are restored on exit. `open_wire` yields None — and the SDK's own threaded streams
+serve — where a descriptor is not a pipe, where stdout and stderr are one file (making the wire
+non-blocking would make stderr non-blocking too), or without asyncio's Unix pipes. Both
+descriptors are left in blocking mode again at the end, also after a signal (`release_all`),
+for whatever reads or writes them next.
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ class QualityService(ServiceBase):
     def get_recall_precision(self, agent_id: Any) -> dict[str, Any]:
         """The agent's precision plus its calibration state. Never writes."""
         agent = validate.required_agent(agent_id, "")
+        self.calibration.pick_up()  # what another server on this store saved, before anything is read
         beta = self.calibration.beta(agent)
         gb = global_beta(self.settings)
         out = {"ok": True, "agent_id": agent, "precision": label_for(beta), "beta": beta,

@@ -139,6 +139,51 @@ def test_a_server_picks_up_what_another_server_on_the_file_calibrated(factory):
     assert "x" not in b.calibration.thresholds
 
 
+def _watching(*engines):
+    from cpersona.calibration import sync
+
+    for eng in engines:
+        eng.calibration.watch = sync.StoreWatch(eng.calibration.store.stamp, every_s=0.0)
+    return engines
+
+
+def test_a_precision_cleared_on_one_server_is_cleared_on_the_other_and_stays_cleared(factory):
+    a, b = _watching(factory(), factory())
+    store_rows(a, session_corpus(), agent="x")
+    store_rows(a, session_corpus(), agent="y")
+    assert a.calibrate_threshold("x")["ok"] and a.set_recall_precision("x", "strict")["ok"]
+    assert b.calibration.gate_for("x").beta == 2.0
+    assert a.set_recall_precision("x", "")["cleared"]
+    assert b.calibration.gate_for("x").beta == a.calibration.gate_for("x").beta == 1.0
+    assert b.calibrate_threshold("y")["ok"]  # an unrelated save of B's
+    assert "x" not in json.loads(sidecar_path(b).read_text())["agent_betas"]
+    assert factory().calibration.gate_for("x").beta == 1.0  # a server started now
+
+
+def test_an_unrelated_save_never_writes_an_older_calibration_over_a_newer_one(factory):
+    """B calibrated x (and the store-wide threshold) first, A again later with other arguments;
+    B's next save, about another agent, keeps A's newer numbers."""
+    a, b = _watching(factory(), factory())
+    store_rows(a, session_corpus(), agent="x")
+    store_rows(a, session_corpus(), agent="z")
+    old_x = b.calibrate_threshold("x", method="percentile", percentile=90)["new_threshold"]
+    old_global = b.calibrate_threshold("", method="percentile", percentile=90)["new_threshold"]
+    new_x = a.calibrate_threshold("x", method="percentile", percentile=99)["new_threshold"]
+    new_global = a.calibrate_threshold("", method="percentile", percentile=99)["new_threshold"]
+    assert (new_x, new_global) != (old_x, old_global)
+    b.calibration.watch = _frozen()  # B has not looked at the store since
+    assert b.set_recall_precision("z", "strict")["ok"]
+    data = json.loads(sidecar_path(b).read_text())
+    assert data["agent_thresholds"]["x"] == new_x and data["global_threshold"] == new_global
+    assert b.calibration.thresholds["x"] == new_x and b.calibration.global_threshold == new_global
+
+
+def _frozen():
+    from cpersona.calibration import sync
+
+    return sync.StoreWatch(lambda: None, every_s=3600)
+
+
 def test_a_store_written_with_other_settings_is_not_picked_up(factory):
     from cpersona.calibration import sync
 

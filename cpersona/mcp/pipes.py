@@ -10,16 +10,16 @@ keep asyncio's flow control: a client that stops reading holds the writer at the
 high-water mark, as a blocked write held the writing thread before.
 
 Only pipes are served this way (stdin and stdout both FIFOs, as a host that spawns the server
-with pipes gives them); sockets — what Node's child processes get — and everything else keep
-the SDK's streams. At the end of stdin the requests still running are waited for (`InFlight`,
-up to EOF_WAIT_S) so each gets its answer. The wire is claimed as the SDK claims it: stdout's
-descriptor is duplicated for the wire and fd 1 pointed at stderr while serving, so a stray
-print of a handler or the output of a child process never reaches the protocol; both
-descriptors are restored on exit. `open_wire` yields None — and the SDK's own threaded streams
-serve — where a descriptor is not a pipe, where stdout and stderr are one file (making the wire
-non-blocking would make stderr non-blocking too), or without asyncio's Unix pipes. Both
-descriptors are left in blocking mode again at the end, also after a signal (`release_all`),
-for whatever reads or writes them next.
+with pipes gives them); sockets — what Node's child processes get —, files and terminals, and
+stdout and stderr being one file (a non-blocking wire would make stderr non-blocking too), get
+the same claim over threads (`ThreadedWire`: anyio's file wrappers, as the SDK's streams). The
+wire is claimed as the SDK claims it: stdout's descriptor is duplicated for the wire and fd 1
+pointed at stderr while serving, so a stray print of a handler or the output of a child
+process never reaches the protocol. At the end of stdin the requests still running are waited
+for (`InFlight`, up to EOF_WAIT_S) so each gets its answer: the SDK cancels what runs when its
+input ends. Both descriptors are restored at the end, in blocking mode, also after a signal
+(`release_all`), for whatever reads or writes them next. `open_wire` yields None — the SDK's
+own streams — only without descriptors or on Windows.
 """
 
 from __future__ import annotations
@@ -152,32 +152,45 @@ def release_all() -> None:
         release()
 
 
+class ThreadedWire:
+    """stdin and stdout through anyio's file wrappers — a worker thread per read, write and
+    flush, as the SDK's own streams — for what is not a pipe (sockets, files, terminals), with
+    the same claim of fd 1 and the same wait for the requests in flight at the end of input."""
+
+    def __init__(self, fd_in: int, fd_out: int) -> None:
+        # the input duplicate is never closed: a worker thread may still be blocked reading it
+        self._in = anyio.wrap_file(os.fdopen(os.dup(fd_in), "rb"))
+        self._out = anyio.wrap_file(os.fdopen(os.dup(fd_out), "wb"))
+        self.inflight = InFlight()
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """Each line of stdin (readline's split), until the end of input."""
+        async for line in self._in:
+            yield line
+
+    async def write(self, text: str) -> None:
+        await self._out.write(text.encode("utf-8"))
+        self.inflight.written(text)
+
+    async def flush(self) -> None:
+        await self._out.flush()
+
+
 @asynccontextmanager
-async def open_wire(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[Wire | None]:
-    """Claim stdin and stdout as asyncio pipes for the duration (module doc); None when they
-    cannot be (the caller then uses the SDK's threaded streams)."""
+async def open_wire(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[Wire | ThreadedWire | None]:
+    """Claim stdin and stdout for the duration (module doc): asyncio pipes when both are pipes,
+    else the threaded wire; None — the SDK's own streams — without descriptors or on Windows."""
     try:
         fd_in, fd_out, fd_err = stdin.fileno(), stdout.fileno(), sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
         yield None
         return
-    if sys.platform == "win32" or not (_fifo(fd_in) and _fifo(fd_out)) or not _separate(fd_out, fd_err):
+    if sys.platform == "win32":
         yield None
         return
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    kept_out = os.dup(fd_out)  # fd 1's wire, to put back at the end (the transport closes its own)
-    try:
-        reading, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                                  os.fdopen(os.dup(fd_in), "rb", buffering=0))
-        writing, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
-                                                          os.fdopen(os.dup(fd_out), "wb", buffering=0))
-    except (OSError, ValueError, NotImplementedError) as err:
-        log.debug("stdio on asyncio pipes unavailable (%s): the SDK's streams serve", err)
-        _put_back(kept_out, fd_out, fd_in, point=False)
-        yield None
-        return
-    writing.set_write_buffer_limits(high=0)  # a flush returns once the pipe took everything
+    kept_out = os.dup(fd_out)  # fd 1's wire, to put back at the end (a transport closes its own)
+    piped = await _pipes(fd_in, fd_out) if _fifo(fd_in) and _fifo(fd_out) and _separate(fd_out, fd_err) else None
+    wire = piped[0] if piped is not None else ThreadedWire(fd_in, fd_out)
     os.dup2(fd_err, fd_out)  # stray output while serving goes to stderr, never onto the wire
     done: list[bool] = []
 
@@ -188,17 +201,39 @@ async def open_wire(stdin: BinaryIO, stdout: BinaryIO) -> AsyncIterator[Wire | N
 
     _CLAIMED.append(release)
     try:
-        yield Wire(reader, asyncio.StreamWriter(writing, protocol, None, loop))
+        yield wire
     finally:
-        reading.close()
-        writing.close()
+        for transport in piped[1] if piped is not None else ():
+            transport.close()
         release()
         _CLAIMED.remove(release)
 
 
-def _put_back(kept_out: int, fd_out: int, fd_in: int, point: bool = True) -> None:
-    """fd 1 on the wire again (`point`), both descriptors' files in blocking mode again (the
-    pipe transports made them non-blocking), the kept duplicate closed. Never raises: a
+async def _pipes(fd_in: int, fd_out: int) -> tuple[Wire, tuple[asyncio.BaseTransport, ...]] | None:
+    """The asyncio pipe wire over duplicates of both descriptors and its two transports; None
+    when asyncio cannot watch them."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    try:
+        reading, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                  os.fdopen(os.dup(fd_in), "rb", buffering=0))
+    except (OSError, ValueError, NotImplementedError) as err:
+        log.debug("stdin on an asyncio pipe unavailable (%s): threads serve", err)
+        return None
+    try:
+        writing, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
+                                                          os.fdopen(os.dup(fd_out), "wb", buffering=0))
+    except (OSError, ValueError, NotImplementedError) as err:
+        log.debug("stdout on an asyncio pipe unavailable (%s): threads serve", err)
+        reading.close()
+        return None
+    writing.set_write_buffer_limits(high=0)  # a flush returns once the pipe took everything
+    return Wire(reader, asyncio.StreamWriter(writing, protocol, None, loop)), (reading, writing)
+
+
+def _put_back(kept_out: int, fd_out: int, fd_in: int) -> None:
+    """fd 1 on the wire again, both descriptors' files in blocking mode again (the pipe
+    transports made them non-blocking), the kept duplicate closed. Never raises: a
     descriptor the host closed meanwhile has nothing to restore."""
     steps: list[tuple[Callable[[], object], str]] = [
         (lambda: os.dup2(kept_out, fd_out), "stdout back on the wire"),
@@ -206,7 +241,7 @@ def _put_back(kept_out: int, fd_out: int, fd_in: int, point: bool = True) -> Non
         (lambda: os.set_blocking(fd_in, True), "stdin blocking"),
         (lambda: os.close(kept_out), "close"),
     ]
-    for step, what in steps[0 if point else 1:]:
+    for step, what in steps:
         try:
             step()
         except OSError as err:

@@ -34,7 +34,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from cpersona.mcp.pipes import EOF_WAIT_S, InFlight, Wire, open_wire
+from cpersona.mcp.pipes import EOF_WAIT_S, InFlight, ThreadedWire, Wire, open_wire
 
 log = logging.getLogger("cpersona.mcp")
 
@@ -259,9 +259,9 @@ async def _serve(app: MCPServer) -> None:
         await _serve_on(app, GuardedStdin(lines, wire.inflight if wire is not None else None), wire)
 
 
-async def _serve_on(app: MCPServer, stdin: GuardedStdin, wire: Wire | None) -> None:
-    """The SDK's stdio server on our checked stdin, and on the asyncio pipes when claimed
-    (mcp/pipes.py; else the SDK claims stdout itself)."""
+async def _serve_on(app: MCPServer, stdin: GuardedStdin, wire: Wire | ThreadedWire | None) -> None:
+    """The SDK's stdio server on our checked stdin and our claimed stdout (mcp/pipes.py; without
+    one, the SDK claims stdout itself)."""
     async with stdio_server(stdin=cast(Any, stdin), stdout=cast(Any, wire)) as (read_stream, write_stream):
         stdin.answer_on(write_stream.clone())
         # What MCPServer.run_stdio_async does, on our stdin: the SDK offers no public handle

@@ -46,6 +46,8 @@ MAX_DEPTH = 200
 #: Possessive: no backtracking state is kept (a 30 MB unterminated string took ~120 bytes of
 #: memory per character with `(?:…)*`).
 _STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"?', re.S)
+#: JSON whitespace.
+_WS = re.compile(r"[ \t\n\r]*")
 
 
 @dataclass(frozen=True)
@@ -191,17 +193,18 @@ def read_id(text: str) -> RequestId:
 def _value_after(decoder: json.JSONDecoder, text: str, key_end: int) -> RequestId:
     """The id after `"id"` at `key_end`; a number must be followed by a delimiter (a number
     at the very end of a cut line may itself be cut: 12 of 1234)."""
-    rest = text[key_end:].lstrip()
-    if not rest.startswith(":"):
+    colon = _WS.match(text, key_end).end()  # type: ignore[union-attr]  # `*` always matches
+    if text[colon:colon + 1] != ":":
         return None
-    rest = rest[1:].lstrip()
-    try:
-        value, end = decoder.raw_decode(rest)
+    start = _WS.match(text, colon + 1).end()  # type: ignore[union-attr]
+    try:  # by index, never a copy of the rest of the line (a line may hold many "id" keys)
+        value, end = decoder.raw_decode(text, start)
     except ValueError:
         return None
     if isinstance(value, str):
         return value if _lone_surrogate(value) is None else None
-    return _valid_id(value) if rest[end:].lstrip()[:1] in (",", "}") else None
+    after = _WS.match(text, end).end()  # type: ignore[union-attr]
+    return _valid_id(value) if text[after:after + 1] in (",", "}") else None
 
 
 class GuardedStdin:

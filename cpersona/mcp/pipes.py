@@ -63,6 +63,14 @@ class InFlight:
         if request_id is not None:
             self._open[request_id] = self._open.get(request_id, 0) + 1
 
+    def notified(self, text: str) -> None:
+        """A notification was handed to the SDK: a cancelled request gets no answer (MCP's
+        `notifications/cancelled`), so it is no longer waited for."""
+        if self._open and '"notifications/cancelled"' in text:
+            params = json.loads(text).get("params") or {}
+            self._open.pop(params.get("requestId"), None)
+            self._changed.set()
+
     def written(self, text: str) -> None:
         """A message went out on stdout: if it answers a request, that one is done."""
         match = _RESPONSE_ID.match(text, 0, 512) if self._open else None

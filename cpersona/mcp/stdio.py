@@ -84,7 +84,9 @@ def _check(raw: bytes) -> tuple[str | Rejection | None, RequestId]:
         return _diagnose(text, err), None
     if isinstance(message, types.JSONRPCNotification) and '"id"' in text:
         return _notification_with_id(text), None
-    return text, message.id if isinstance(message, types.JSONRPCRequest) else None
+    if isinstance(message, types.JSONRPCRequest):
+        return text, message.id
+    return text, None
 
 
 def _diagnose(text: str, err: ValidationError) -> Rejection:
@@ -224,6 +226,15 @@ class GuardedStdin:
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
 
+    def _track(self, text: str, request_id: RequestId) -> None:
+        """Tell the in-flight count what goes to the SDK: a request, or a notification (which may cancel one)."""
+        if self._inflight is None:
+            return
+        if request_id is not None:
+            self._inflight.sent(request_id)
+        else:
+            self._inflight.notified(text)
+
     async def _lines(self) -> AsyncIterator[str]:
         try:
             async for raw in self._source:
@@ -233,8 +244,7 @@ class GuardedStdin:
                     await self._ready.wait()
                     await self._answers.send(checked.answer())
                 elif checked is not None:
-                    if self._inflight is not None:
-                        self._inflight.sent(request_id)
+                    self._track(checked, request_id)
                     yield checked
             if self._inflight is not None and not await self._inflight.drained():
                 log.warning("stdin ended; requests still unanswered after %g s are cancelled", EOF_WAIT_S)

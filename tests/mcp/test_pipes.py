@@ -190,3 +190,18 @@ def test_an_unterminated_string_in_a_long_broken_line_is_read_in_linear_memory()
 
     line = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"' + "a" * 3_000_000
     assert read_id(line) == 7
+
+
+def test_a_cancelled_request_is_not_waited_for_at_the_end_of_input():
+    """MCP: a cancelled request gets no answer, so the end of stdin must not wait for one."""
+    async def run() -> tuple[bool, bool]:
+        inflight = pipes.InFlight()
+        inflight.sent(5)
+        inflight.sent("a")
+        inflight.notified('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}')
+        inflight.written('{"jsonrpc":"2.0","id":"a","result":{}}')
+        drained = await inflight.drained(timeout_s=1.0)
+        inflight.sent(6)
+        return drained, await inflight.drained(timeout_s=0.05)
+
+    assert asyncio.run(run()) == (True, False)

@@ -105,7 +105,7 @@ def merge(state: CalibrationState, data: dict[str, Any]) -> bool:
 
 
 def _take_global(state: CalibrationState, data: dict[str, Any]) -> None:
-    """The store-wide threshold and fused gate of a calibration newer than this process's."""
+    """The store-wide threshold and fused gate the store holds (not measured here since the last save)."""
     state.global_threshold = data.get("global_threshold")
     state.global_fused_gate = data.get("global_fused_gate")
     state.signal = data.get("fused_gate_signal")

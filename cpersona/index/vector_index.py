@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from cpersona.index.scan import matvec
 from cpersona.storage.scope import Scope
 
 _INITIAL_CAPACITY = 64
@@ -331,7 +332,7 @@ class VectorIndex:
         # One pass over the slice spanning the in-scope rows (a view, no copy), then pick
         # them: cheaper than gathering a sub-matrix, and the scan window bounds the slice.
         lo, hi = int(rows[0]), int(rows[-1]) + 1
-        scores = (part.matrix[lo:hi] @ query)[rows - lo]
+        scores = matvec(part.matrix[lo:hi], query)[rows - lo]
         np.clip(scores, -1.0, 1.0, out=scores)  # float32 rounding: |u·v| may exceed 1 by ~1e-7
         if stats is not None:
             stats.add(scores)

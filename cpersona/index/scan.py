@@ -71,8 +71,9 @@ def matvec(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``matrix @ query`` as float32, shape (rows,): each row's dot product with `query`.
 
     Args:
-        matrix: (rows, dim) float32, C-contiguous rows (a row slice of a partition).
-        query: (dim,) float32.
+        matrix: (rows, dim) float32, C-contiguous rows (a row slice of a partition); any
+            other layout or dtype is scored in one pass.
+        query: (dim,) float32 (another dtype: one pass).
 
     Returns:
         A new (rows,) float32 array, equal bit for bit to ``matrix @ query``.
@@ -81,7 +82,8 @@ def matvec(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
         ValueError: shapes that do not multiply (as ``matrix @ query``).
     """
     rows = matrix.shape[0]
-    half = split_point(rows)
+    plain = matrix.dtype != np.float32 or query.dtype != np.float32 or not matrix.flags.c_contiguous
+    half = 0 if plain else split_point(rows)
     if not half:
         return matrix @ query
     out = np.empty(rows, np.float32)

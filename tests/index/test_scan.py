@@ -97,3 +97,11 @@ def test_the_vector_retriever_ranks_a_large_window_as_before(one_blas_thread):
     expected = np.argsort(-(vectors @ query), kind="stable")[:10] + 1
     assert [row_id for row_id, _ in hits] == expected.tolist()
     assert hits[0][0] == 4_322
+
+
+def test_other_dtypes_are_scored_in_one_pass(one_blas_thread):
+    rng = np.random.default_rng(5)
+    matrix = _unit_rows(rng, 8_192)
+    query = _unit_rows(rng, 1)[0].astype(np.float64)
+    scores = scan.matvec(matrix, query)
+    assert scores.dtype == np.float64 and np.array_equal(scores, matrix @ query)

@@ -20,14 +20,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def reembed_command(settings: Settings, args: argparse.Namespace) -> int:
-    """Re-embed stale rows with a progress bar."""
+    """Re-embed stale rows with a progress bar. The run is the only driver in its process:
+    no background work is started (the model loads when the run waits for it), since the
+    task queue's worker would embed the same rows meanwhile — and rows it embedded before
+    the run counted them were reported as "embedded 0 of 0 rows without a vector"."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from cpersona.jobs.reembed import reembed
     from cpersona.service.engine import Engine
 
     engine = Engine(settings, start_background=False)
-    engine.start_background()
     columns = (TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     try:
         with Progress(*columns, transient=False) as bar:

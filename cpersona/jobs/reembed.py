@@ -145,7 +145,7 @@ def reembed(
         done += len(rows)
         tick(done)
     _embed_missing(gateway, db, batch, lambda n: tick(done + n))
-    with db.read() as s:  # counted after the run: this process's task queue may have embedded some of them
+    with db.read() as s:  # counted after the run: a server's task queue on the same file may have embedded some
         embedded = max(0, missing - s.vectors.count_without_vector())
     final = gateway.reconcile()
     if final is None or final.model is None or final.dim is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cpersona.cli import main, read
+from cpersona.jobs.task_queue import TaskQueue
 
 from conftest import clean_env, db_rows, new_engine
 
@@ -75,6 +76,16 @@ def test_an_imported_database_says_its_rows_need_vectors_and_plain_reembed_gives
     assert db_rows(cli.db, "SELECT COUNT(*) FROM memories WHERE embedding IS NULL") == [(0,)]
     assert db_rows(cli.db, "SELECT COUNT(*) FROM episodes WHERE embedding IS NULL") == [(0,)]
     assert "no vector yet" not in cli("recall", "deploy", "--agent", "kai")[1]
+
+
+def test_reembed_runs_no_task_queue_worker_beside_it(cli, tmp_path, fake_embed, monkeypatch):
+    """One that embedded the imported rows before the run counted them (a loaded machine)
+    made `cpersona reembed` answer "embedded 0 of 0 rows without a vector"."""
+    started: list[TaskQueue] = []
+    monkeypatch.setattr(TaskQueue, "start", lambda queue: started.append(queue))
+    assert cli("import", "--from-db", str(_original(tmp_path)))[0] == 0
+    status, out, _ = cli("reembed", CPERSONA_EMBEDDING_MODE="http", CPERSONA_EMBEDDING_URL=fake_embed.url)
+    assert status == 0 and "embedded 10 of 10 rows without a vector" in out and started == []
 
 
 def test_a_locked_row_names_the_cli_command_that_unlocks_it(cli):

@@ -36,7 +36,18 @@ def _merged(r: dict) -> str:
     return (f"{'would merge' if r['dry_run'] else 'merged'} {r['merged_memories']} memories "
             f"({r['skipped_memories']} skipped), {r['merged_episodes']} episodes ({r['skipped_episodes']} skipped), "
             f"profile {profile} from {r['source_agent_id']!r} to {r['target_agent_id']!r}"
-            + (f"; left at source: {r['left_at_source']}" if "left_at_source" in r else ""))
+            + (f"; {_left(r['left_at_source'])}" if "left_at_source" in r else ""))
+
+
+_ONE = {"memories": "memory", "episodes": "episode", "profiles": "profile"}
+
+
+def _left(counts: dict) -> str:
+    """The rows a move left at the source, e.g. "left at source: 15 memories, 1 episode
+    (already in the target: a move deletes only what it copied)"."""
+    kinds = ", ".join(f"{n} {kind if n != 1 else _ONE.get(kind, kind)}" for kind, n in counts.items() if n)
+    return (f"left at source: {kinds} (already in the target: a move deletes only what it copied)"
+            if kinds else "nothing left at source")
 
 
 def merge_command(settings: Settings, args: argparse.Namespace) -> int:

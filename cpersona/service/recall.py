@@ -35,6 +35,7 @@ from cpersona.service.outcomes import RecallResult
 from cpersona.service.shaping import compact_recall
 from cpersona.storage import Database, Session
 from cpersona.storage.scope import Scope
+from cpersona.util.words import visible
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ class PoolCounts:
         return cached
 
 
+#: The note of a recall whose query held only invisible (format) characters.
+INVISIBLE_NOTE = "the query holds only invisible characters (such as U+200B): answered as a blank query, newest first"
 #: Why a recall answered no row although some rows matched (retrieval/gate.py: per-row gate, answer bar).
 WITHHELD_WHY = "rows matched, but none holds enough of the query's words or is near enough to its meaning"
 
@@ -111,6 +114,9 @@ class RecallService(ServiceBase):
         _check_request(req)
         if req.limit == 0:
             return {"messages": []}
+        invisible = req.query.strip() != "" and not visible(req.query)
+        if invisible:  # only format characters (U+200B…): store refuses such text as empty
+            req = replace(req, query="")
         self.refresh_if_changed()
         self.gateway.wait_for_backend(self.settings.model_wait_seconds)
         # The query is embedded in a worker thread while the keyword retrievers run.
@@ -133,6 +139,8 @@ class RecallService(ServiceBase):
         response: RecallResult = {"messages": messages}
         if not messages and req.query.strip() and self.pool_size(req.scope) == 0:
             response["note"] = f"agent {req.agent_id!r} has no memories or episodes in this scope"
+        elif invisible:
+            response["note"] = INVISIBLE_NOTE
         if ctx.withheld:
             why = f"none of the matched rows mentions {', '.join(ctx.unmentioned)}" if ctx.unmentioned else WITHHELD_WHY
             response["withheld"] = {"rows": ctx.withheld, "why": why}

@@ -14,7 +14,7 @@ from pydantic import Field, StrictInt, StrictStr
 
 from cpersona.mcp.registry import DELETE, OVERWRITE, READ, WRITE, add_tools
 from cpersona.mcp.results import call
-from cpersona.mcp.tools.schemas import EpisodeRef, MemoryRef, Owner, SessionKey
+from cpersona.mcp.tools.schemas import WHOLE, EpisodeRef, MemoryRef, Owner, SessionKey
 from cpersona.policy.pause import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 from cpersona.service.engine import Engine
 
@@ -23,7 +23,7 @@ def register(app: MCPServer, engine: Engine) -> None:
     """Add the eleven management tools to `app`, bound to `engine`."""
 
     def pause_persistence(
-        ttl_seconds: Annotated[StrictInt, Field(ge=1, le=MAX_TTL_SECONDS)] = DEFAULT_TTL_SECONDS,
+        ttl_seconds: Annotated[StrictInt, Field(ge=1, le=MAX_TTL_SECONDS), WHOLE] = DEFAULT_TTL_SECONDS,
         session_key: SessionKey = "",
     ) -> str:
         """Off the record for ttl_seconds: write tools write nothing (persisted: false)."""

@@ -16,7 +16,7 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from cpersona.calibration.precision import METHODS
 from cpersona.mcp.registry import CALIBRATE, OVERWRITE, READ, WRITE, add_tools
 from cpersona.mcp.results import call
-from cpersona.mcp.tools.schemas import Agent, JsonObject, Project, RecallLimit, SessionKey
+from cpersona.mcp.tools.schemas import WHOLE, Agent, JsonObject, Project, RecallLimit, SessionKey
 from cpersona.retrieval.context import MAX_ENTRIES
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.retrieval.preview import MAX_REFS
@@ -69,7 +69,7 @@ def register(app: MCPServer, engine: Engine) -> None:
 
     def calibrate_threshold(
         agent_id: Annotated[StrictStr, Field(description="'' = the global threshold.")],
-        sample_size: Annotated[StrictInt, Field(description=f"0 = 200; at most {max_sample}.")] = 0,
+        sample_size: Annotated[StrictInt, Field(description=f"0 = 200; at most {max_sample}."), WHOLE] = 0,
         z_factor: Number = 0,
         method: Annotated[StrictStr, Field(description=" | ".join(METHODS))] = "",
         percentile: Number = 0,

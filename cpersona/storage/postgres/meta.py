@@ -105,11 +105,12 @@ class PgVectorRepo(VectorRepo):
         created on PostgreSQL (`cpersona migrate` does not copy it)."""
         return {}
 
-    def embedded_rows(self, table: str, dim: int, stale: tuple[int, int]) -> Iterator[VectorRow]:
-        """Every row of `table` embedded by the active model, oldest first, streamed."""
+    def embedded_rows(self, table: str, dim: int, stale: tuple[int, int], ordered: bool = True) -> Iterator[VectorRow]:
+        """Every row of `table` embedded by the active model, oldest first (in storage order
+        when not `ordered`), streamed."""
         where, params = _embedded(dim, stale)
-        query = (f"SELECT id, agent_id, project_id, channel, created_at, embedding FROM {table} WHERE {where} "
-                 "ORDER BY created_at, id")
+        query = (f"SELECT id, agent_id, project_id, channel, created_at, embedding FROM {table} WHERE {where}"
+                 + (" ORDER BY created_at, id" if ordered else ""))
         return (VectorRow._make(r) for r in self.pg.cursor().stream(query, params, size=_STREAM_ROWS))
 
     def rows_by_id(self, table: str, ids: list[int], dim: int, stale: tuple[int, int]) -> list[VectorRow]:

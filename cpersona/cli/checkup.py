@@ -48,15 +48,20 @@ def _fields(item: dict[str, Any], skip: tuple[str, ...]) -> str:
 
 
 def _deep_lines(deep: dict[str, Any]) -> list[str]:
-    """Findings worth a line: a count or pairs above zero, an error, a status other than ok."""
-    lines = []
+    """A line saying what ran (so a clean deep run is visible), then the findings worth a line:
+    a count or pairs above zero, an error, a status other than ok."""
+    if not deep:
+        return []
+    checks = {name for body in deep.values() for name in body.get("results", {})}
+    found: list[str] = []
+    lines = [f"  deep_check: {len(checks)} checks on {len(deep)} agent{'s' if len(deep) != 1 else ''}"]
     for agent, body in deep.items():
         for name, result in body.get("results", {}).items():
             notable = (result.get("count") or result.get("pairs") or result.get("recoverable") or "error" in result
                        or result.get("status") not in (None, "ok", "not_applicable"))
             if notable:
-                lines.append(f"  deep {agent or '(empty agent id)'} {name}: {_fields(result, ())}")
-    return lines
+                found.append(f"  deep {agent or '(empty agent id)'} {name}: {_fields(result, ())}")
+    return lines + (found or ["  deep_check: nothing found"])
 
 
 def render(report: dict[str, Any], db: str, code: int, strict: bool) -> str:

@@ -89,6 +89,14 @@ def test_deep_findings_are_listed_per_agent(cli):
     _store(cli.db, "a fact", "ok")
     status, out, _ = cli("--deep", "--agent", "kai")
     assert status == 0 and '  deep kai short_content: {"count": 1' in out
+    assert "  deep_check: 6 checks on 1 agent\n" in out
+
+
+def test_a_clean_deep_run_says_it_ran(cli):
+    """A fresh user saw no sign that `--deep` had run when it found nothing."""
+    _store(cli.db, "The deploy to production runs every Thursday afternoon.")
+    status, out, _ = cli("--deep", "--agent", "kai")
+    assert status == 0 and "  deep_check: 6 checks on 1 agent\n  deep_check: nothing found\n" in out
 
 
 def test_a_missing_database_exits_2_and_is_not_created(cli, tmp_path):

@@ -101,11 +101,18 @@ def _agents_table(per_agent: list[dict[str, Any]]):
 _LISTS = {
     "memories": ("Memories", ("id", "agent", "project", "channel", "created (UTC)", "lock", "content"),
                  lambda m: (str(m["id"]), agent_label(m["agent_id"]), m["project_id"] or "–", m["channel"] or "–",
-                            m["created_at"], "locked" if m["locked"] else "", short(m["content"]))),
+                            m["created_at"][:16], "locked" if m["locked"] else "", short(m["content"]))),
     "episodes": ("Episodes", ("id", "agent", "project", "channel", "created (UTC)", "resolved", "summary"),
                  lambda e: (str(e["id"]), agent_label(e["agent_id"]), e["project_id"] or "–", e["channel"] or "–",
-                            e["created_at"], "yes" if e["resolved"] else "", short(e["summary"]))),
+                            e["created_at"][:16], "yes" if e["resolved"] else "", short(e["summary"]))),
 }
+
+
+#: Listing columns left out when no row of the page has a value there, so the text keeps room
+#: in an 80-column terminal (a fresh user saw memories cut to six characters); and the widest
+#: the others may take (longer values end in "…").
+_OPTIONAL = frozenset({"project", "channel", "lock", "resolved"})
+_CAPS = {"id": 8, "agent": 14, "project": 10, "channel": 10, "created (UTC)": 16}
 
 
 def list_command(settings: Settings, args: argparse.Namespace) -> int:
@@ -122,11 +129,17 @@ def list_command(settings: Settings, args: argparse.Namespace) -> int:
             return OK
         title, columns, cells = _LISTS[kind]
         rows = table(title=f"{title}, newest first ({res['count']} shown)")
-        for name in columns:
-            rows.add_column(name, justify="right" if name == "id" else "left", no_wrap=name not in ("content",
-                                                                                                  "summary"))
-        for row in res[kind]:
-            rows.add_row(*cells(row))
+        shown = [cells(row) for row in res[kind]]
+        keep = [i for i, name in enumerate(columns)
+                if name not in _OPTIONAL or any(cell[i] not in ("", "–") for cell in shown)]
+        for i in keep:
+            name = columns[i]
+            wide = name in ("content", "summary")
+            rows.add_column(name, justify="right" if name == "id" else "left", no_wrap=not wide,
+                            max_width=_CAPS.get(name), min_width=24 if wide else None,
+                            overflow="fold" if wide else "ellipsis")
+        for row in shown:
+            rows.add_row(*(row[i] for i in keep))
         out = console()
         out.print(rows if res[kind] else f"no {kind}")
         if res.get("next_cursor"):

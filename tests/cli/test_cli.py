@@ -120,3 +120,17 @@ def test_recall_json_is_best_match_first_like_the_table(cli):
     assert status == 0 and len(messages) >= 2
     scores = [m["match_reason"]["score"] for m in messages]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_a_listing_keeps_room_for_the_text_in_80_columns(cli, monkeypatch):
+    """A fresh user's `cpersona list` in an 80-column terminal cut each memory to ~6
+    characters: columns no row of the page uses are left out, the others are capped."""
+    text = "The deploy to production runs every Thursday afternoon after the review."
+    assert cli("store", text, "--agent", "team-assistant-with-a-long-name")[0] == 0
+    monkeypatch.setenv("COLUMNS", "80")
+    status, out, _ = cli("list")
+    assert status == 0 and all(len(line) <= 80 for line in out.splitlines())
+    header = next(line for line in out.splitlines() if "content" in line)
+    assert "project" not in header and "channel" not in header and "lock" not in header
+    body = " ".join(line.split("│")[-2].strip() for line in out.splitlines() if line.count("│") > 2)
+    assert "The deploy to production runs every" in body

@@ -44,6 +44,17 @@ def load_index(db: Database, table: str, dim: int, stale: tuple[int, int]) -> Ve
     return index
 
 
+def _as_text(value: object) -> str:
+    """A created_at as the text it sorts by: another program may have stored a BLOB (or a
+    number, on a file without the column's affinity) where we write ISO text; one such row must
+    not fail the load of every agent's vectors (found by a break-it tester)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
 class _Rows:
     """The rows `load_index` reads: metadata lists and their vectors in a matrix grown by doubling."""
 
@@ -68,7 +79,7 @@ class _Rows:
         self.agents.extend(r.agent_id for r in good)
         self.projects.extend(r.project_id for r in good)
         self.channels.extend(r.channel for r in good)
-        self.keys.extend(r.created_at for r in good)
+        self.keys.extend(map(_as_text, (r.created_at for r in good)))
 
     def finite(self) -> tuple[np.ndarray, list[str], list[str], list[str], list[str], np.ndarray]:
         """The columns `VectorIndex.fill` takes, without the rows holding a NaN or an infinity."""

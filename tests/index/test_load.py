@@ -11,6 +11,7 @@ from cpersona.index import resident
 from cpersona.index.resident import load_index
 from cpersona.index.vector_index import VectorIndex
 from cpersona.storage.codec import from_blob, to_blob
+from cpersona.storage.scope import Scope
 
 from backends import db_write
 from conftest import db_rows
@@ -73,3 +74,19 @@ def test_fill_refuses_an_index_that_holds_rows():
         index.fill(np.array([2]), ["a"], [""], [""], ["2026-01-02"], np.ones((1, 2), np.float32))
     with pytest.raises(ValueError, match="matrix"):
         VectorIndex(2).fill(np.array([2]), ["a"], [""], [""], ["x"], np.ones((1, 3), np.float32))
+
+
+@pytest.mark.sqlite_only("a BLOB in a TEXT column: SQLite keeps what another program wrote")
+def test_a_created_at_another_program_wrote_as_a_blob_does_not_fail_the_load(make_engine, tmp_path):
+    """One row with a BLOB created_at made every agent's recall fail ('<' between bytes and str)."""
+    engine = make_engine()
+    for n, agent in enumerate(("kai", "kai", "solo")):
+        engine.store(agent, f"note {n} of {agent}")
+    path = tmp_path / "x.db"
+    ids = [r[0] for r in db_rows(path, "SELECT id FROM memories ORDER BY id")]
+    for row_id in ids:
+        db_write(path, "UPDATE memories SET embedding = ? WHERE id = ?", (to_blob(np.ones(DIM, np.float32)), row_id))
+    db_write(path, "UPDATE memories SET created_at = x'41' WHERE id = ?", (ids[-1],))
+    index = load_index(engine.db, "memories", DIM, (0, 0))
+    assert len(index) == 3 and index._parts["solo"].keys == ["A"]
+    assert [h[0] for h in index.search(np.ones(DIM, np.float32) / 4, Scope("kai"), 10, 0.0, 10)] == ids[:2][::-1]

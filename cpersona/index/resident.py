@@ -34,8 +34,8 @@ def load_index(db: Database, table: str, dim: int, stale: tuple[int, int]) -> Ve
     order, LOAD_CHUNK rows at a time, and built in one pass (`VectorIndex.fill`: the index `add`
     builds row by row). A vector that is not `dim` float32 values or holds a non-finite one is
     left out, as `codec.from_blob` leaves it out. 9,138 × 512 (SCALE 10k): 356 → ~150 ms."""
-    rows = _Rows(dim)
     with db.read() as s:
+        rows = _Rows(dim, s.vectors.count_embedded(table, dim, stale))  # sized once: no doubling
         stream = s.vectors.embedded_rows(table, dim, stale, ordered=False)
         while chunk := list(islice(stream, LOAD_CHUNK)):
             rows.add(chunk)
@@ -56,11 +56,12 @@ def _as_text(value: object) -> str:
 
 
 class _Rows:
-    """The rows `load_index` reads: metadata lists and their vectors in a matrix grown by doubling."""
+    """The rows `load_index` reads: metadata lists and their vectors in a matrix of `expected`
+    rows, grown by doubling only if more arrive (a write between the count and the read)."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, expected: int) -> None:
         self.dim, self.n = dim, 0
-        self.matrix = np.empty((LOAD_CHUNK, dim), np.float32)
+        self.matrix = np.empty((max(expected, 1), dim), np.float32)
         self.ids: list[int] = []
         self.agents: list[str] = []
         self.projects: list[str] = []
@@ -83,11 +84,14 @@ class _Rows:
 
     def finite(self) -> tuple[np.ndarray, list[str], list[str], list[str], list[str], np.ndarray]:
         """The columns `VectorIndex.fill` takes, without the rows holding a NaN or an infinity."""
-        matrix = self.matrix[: self.n]
-        keep = np.flatnonzero(np.isfinite(matrix).all(axis=1)).tolist()
-        ids = np.array(self.ids, np.int64)[keep]
-        pick = (lambda col: col) if len(keep) == self.n else (lambda col: [col[i] for i in keep])
-        return ids, pick(self.agents), pick(self.projects), pick(self.channels), pick(self.keys), matrix[keep]
+        matrix, ids = self.matrix[: self.n], np.array(self.ids, np.int64)
+        finite = np.isfinite(matrix).all(axis=1)
+        if finite.all():  # the usual case: no copy of the matrix (fill copies each agent's rows once)
+            return ids, self.agents, self.projects, self.channels, self.keys, matrix
+        keep = np.flatnonzero(finite).tolist()
+        agents, projects, channels, keys = ([col[i] for i in keep]
+                                            for col in (self.agents, self.projects, self.channels, self.keys))
+        return ids[keep], agents, projects, channels, keys, matrix[keep]
 
 
 class ResidentIndexes:

@@ -44,7 +44,7 @@ def test_a_loaded_index_is_the_index_add_builds(make_engine, tmp_path, monkeypat
     monkeypatch.setattr(resident, "LOAD_CHUNK", 64)
     engine = make_engine()
     rng = np.random.default_rng(4)
-    rows = 64 * 3 + 20  # several read steps, the matrix grown twice
+    rows = 64 * 3 + 20  # several read steps
     for i in range(rows):
         agent = ("kai", "mio", "ren")[i % 3]
         stamp = f"2026-01-{1 + i % 5:02d}T10:00:00+00:00"  # many rows share a created_at: ties by id
@@ -90,3 +90,17 @@ def test_a_created_at_another_program_wrote_as_a_blob_does_not_fail_the_load(mak
     index = load_index(engine.db, "memories", DIM, (0, 0))
     assert len(index) == 3 and index._parts["solo"].keys == ["A"]
     assert [h[0] for h in index.search(np.ones(DIM, np.float32) / 4, Scope("kai"), 10, 0.0, 10)] == ids[:2][::-1]
+
+
+def test_rows_arriving_after_the_count_grow_the_matrix():
+    """A write between load_index's count and its read: the matrix grows, nothing is lost."""
+    from cpersona.storage.records import VectorRow
+
+    rows = resident._Rows(4, 1)
+    made = [VectorRow(i, "a", "", "", f"2026-01-0{i}", to_blob(np.full(4, i, np.float32))) for i in range(1, 6)]
+    rows.add(made[:2])
+    rows.add(made[2:])
+    ids, agents, _, _, keys, matrix = rows.finite()
+    assert agents == ["a"] * 5
+    assert ids.tolist() == [1, 2, 3, 4, 5] and keys == [r.created_at for r in made]
+    assert matrix[:, 0].tolist() == [1, 2, 3, 4, 5]

@@ -17,7 +17,6 @@ takes its half back and scores it itself: a scan never waits behind another.
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
@@ -25,12 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from cpersona.util.threads import CPUS
+
 #: Rows from which a scan is split in two: below it one BLAS pass is as fast as the hand-off.
 SPLIT_FROM_ROWS = 4096
 #: A split falls on a multiple of this many rows (the row blocking of OpenBLAS's gemv kernels
 #: is ≤ 16; 64 keeps every half's grouping equal to one pass's).
 ALIGN = 64
-CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 _helper: ThreadPoolExecutor | None = None
 _helper_lock = threading.Lock()

@@ -13,7 +13,6 @@ the file changes (a COUNT over an agent's rows costs ~6 ms at 100k rows).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,6 +34,7 @@ from cpersona.service.outcomes import RecallResult
 from cpersona.service.shaping import compact_recall
 from cpersona.storage import Database, Session
 from cpersona.storage.scope import Scope
+from cpersona.util.threads import CPUS
 from cpersona.util.words import visible
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 #: CPUs this process may run on: with fewer than three, a recall's word MATCH queues behind its
 #: query's embedding instead of taking a third thread (paired over 600 queries at 10k rows with
 #: the bundled model: p50 −0.5 ms; on two CPUs a third runnable thread only slows the others).
-CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class PoolCounts:

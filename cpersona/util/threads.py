@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+#: CPUs this process may run on (its affinity mask where the OS has one).
+CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def yield_gil() -> None:

@@ -64,6 +64,7 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     """Run the MCP server until the client disconnects (stdio) or Ctrl-C. Returns 0.
     Access (tokens, ACL file, Host/Origin rules) is checked before the database is opened;
     the once-per-start update check runs in the background."""
+    from cpersona.mcp.hints import query_hint
     from cpersona.mcp.security import Security
     from cpersona.mcp.server import build_server
     from cpersona.mcp.stdio import run_stdio
@@ -80,14 +81,15 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
         print(startup_line(settings, engine), file=sys.stderr, flush=True)
         for note in unknown_variables():
             print(f"cpersona: warning: {note}", file=sys.stderr, flush=True)
+        hint = query_hint(engine)
         if settings.transport == "stdio":
-            run_stdio(app)
+            run_stdio(app, hint)
         else:  # uvicorn stops on Ctrl-C by itself and returns here
             from cpersona.mcp.http_app import build_http_app, serve_http
 
             if security.rules is None:
                 raise ConfigError("streamable HTTP needs the access rules decided at start")
-            serve_http(build_http_app(app, settings, security.check, security.rules), settings)
+            serve_http(build_http_app(app, settings, security.check, security.rules, hint), settings)
     except KeyboardInterrupt:
         pass
     finally:

@@ -6,7 +6,8 @@ wrapped (outermost first) in
 2. the Host/Origin check against DNS rebinding (`mcp/http_origin.py`), for every bind address;
 3. the bearer check (`mcp/http_auth.py`): one token, the ACL file's per-client tokens, or
    the explicit opt-in to none;
-4. the SDK's request-body cap (CPERSONA_HTTP_MAX_BODY_BYTES → 413) and its stateless
+4. the request hints (`mcp/hints.py`): a recall's query starts embedding once its body is read;
+5. the SDK's request-body cap (CPERSONA_HTTP_MAX_BODY_BYTES → 413) and its stateless
    session manager: every request is self-contained (no session id is issued or needed), so
    any replica can answer any request, and the caller's client id rides on the request to
    the tool check (`mcp/access.py`).
@@ -26,6 +27,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from cpersona.config import Settings
+from cpersona.mcp.hints import Hint, RequestHints
 from cpersona.mcp.http_auth import BearerAuth, Check
 from cpersona.mcp.http_origin import HostOriginGuard, HostRules
 
@@ -37,7 +39,8 @@ CORS_HEADERS = ("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol
 CORS_EXPOSE = ("Mcp-Session-Id",)
 
 
-def build_http_app(server: MCPServer, settings: Settings, check: Check | None, rules: HostRules) -> ASGIApp:
+def build_http_app(server: MCPServer, settings: Settings, check: Check | None, rules: HostRules,
+                   hint: Hint | None = None) -> ASGIApp:
     """The ASGI app serving `server` over stateless streamable HTTP.
 
     Args:
@@ -45,6 +48,7 @@ def build_http_app(server: MCPServer, settings: Settings, check: Check | None, r
         settings: HTTP settings (body cap, bind address).
         check: the bearer check (`http_auth.token_check` / `acl_check`); None = open mode.
         rules: accepted Host names and browser origins (`http_origin.host_rules`).
+        hint: given each authenticated request body (`hints.RequestHints`); None = none.
     """
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATHS[0], stateless_http=True, json_response=True,
@@ -55,7 +59,8 @@ def build_http_app(server: MCPServer, settings: Settings, check: Check | None, r
     endpoint = next(r.endpoint for r in app.routes if isinstance(r, Route) and r.path == MCP_PATHS[0])
     for path in MCP_PATHS[1:]:
         app.router.routes.append(Route(path, endpoint=endpoint))
-    guarded = HostOriginGuard(BearerAuth(app, check), rules)
+    inner: ASGIApp = RequestHints(app, hint) if hint is not None else app
+    guarded = HostOriginGuard(BearerAuth(inner, check), rules)
     return CORSMiddleware(guarded, allow_origins=sorted(rules.origins), allow_methods=CORS_METHODS,
                           allow_headers=CORS_HEADERS, expose_headers=CORS_EXPOSE)
 

@@ -34,6 +34,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from cpersona.mcp.hints import Hint
 from cpersona.mcp.pipes import EOF_WAIT_S, InFlight, ThreadedWire, Wire, open_wire
 
 log = logging.getLogger("cpersona.mcp")
@@ -68,8 +69,8 @@ def check_line(raw: bytes) -> str | Rejection | None:
     return _check(raw)[0]
 
 
-def _check(raw: bytes) -> tuple[str | Rejection | None, RequestId]:
-    """`check_line`, and the id of a request handed on (None for anything else)."""
+def _check(raw: bytes) -> tuple[str | Rejection | None, types.JSONRPCRequest | None]:
+    """`check_line`, and the request handed on (None for anything else)."""
     if not raw.strip():
         return None, None
     try:
@@ -85,7 +86,7 @@ def _check(raw: bytes) -> tuple[str | Rejection | None, RequestId]:
     if isinstance(message, types.JSONRPCNotification) and '"id"' in text:
         return _notification_with_id(text), None
     if isinstance(message, types.JSONRPCRequest):
-        return text, message.id
+        return text, message
     return text, None
 
 
@@ -213,9 +214,11 @@ class GuardedStdin:
     """Checked stdin lines for the SDK's `stdio_server`; rejected lines are answered on the
     stream given to `answer_on` (a clone of the server's write stream)."""
 
-    def __init__(self, source: AsyncIterable[bytes], inflight: InFlight | None = None) -> None:
+    def __init__(self, source: AsyncIterable[bytes], inflight: InFlight | None = None,
+                 hint: Hint | None = None) -> None:
         self._source = source
         self._inflight = inflight
+        self._hint = hint
         self._answers: Any = None
         self._ready = anyio.Event()
 
@@ -226,25 +229,28 @@ class GuardedStdin:
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
 
-    def _track(self, text: str, request_id: RequestId) -> None:
-        """Tell the in-flight count what goes to the SDK: a request, or a notification (which may cancel one)."""
+    def _track(self, text: str, request: types.JSONRPCRequest | None) -> None:
+        """Tell the in-flight count what goes to the SDK: a request, or a notification (which
+        may cancel one); and hand a request to the hint (mcp/hints.py)."""
+        if request is not None and self._hint is not None:
+            self._hint({"method": request.method, "params": request.params})
         if self._inflight is None:
             return
-        if request_id is not None:
-            self._inflight.sent(request_id)
+        if request is not None:
+            self._inflight.sent(request.id)
         else:
             self._inflight.notified(text)
 
     async def _lines(self) -> AsyncIterator[str]:
         try:
             async for raw in self._source:
-                checked, request_id = _check(raw)
+                checked, request = _check(raw)
                 if isinstance(checked, Rejection):
                     log.warning("answered an unreadable request (id %r): %s", checked.id, checked.message)
                     await self._ready.wait()
                     await self._answers.send(checked.answer())
                 elif checked is not None:
-                    self._track(checked, request_id)
+                    self._track(checked, request)
                     yield checked
             if self._inflight is not None and not await self._inflight.drained():
                 log.warning("stdin ended; requests still unanswered after %g s are cancelled", EOF_WAIT_S)
@@ -253,12 +259,13 @@ class GuardedStdin:
                 await self._answers.aclose()  # the SDK's writer ends once every sender closed
 
 
-def run_stdio(app: MCPServer) -> None:
-    """Serve `app` on stdin/stdout until the client closes stdin (blocks). Raises
-    BrokenPipeError — alone, not inside the task group's ExceptionGroup — when the client
-    closed stdout (the command then ends quietly, cli/main.py)."""
+def run_stdio(app: MCPServer, hint: Hint | None = None) -> None:
+    """Serve `app` on stdin/stdout until the client closes stdin (blocks); `hint` is given each
+    request as soon as its line is read (mcp/hints.py). Raises BrokenPipeError — alone, not
+    inside the task group's ExceptionGroup — when the client closed stdout (the command then
+    ends quietly, cli/main.py)."""
     try:
-        anyio.run(_serve, app)
+        anyio.run(_serve, app, hint)
     except BaseExceptionGroup as group:
         broken, rest = group.split(BrokenPipeError)
         if broken is None or rest is not None:
@@ -266,10 +273,10 @@ def run_stdio(app: MCPServer) -> None:
         raise BrokenPipeError("the client closed stdout") from None
 
 
-async def _serve(app: MCPServer) -> None:
+async def _serve(app: MCPServer, hint: Hint | None) -> None:
     async with open_wire(sys.stdin.buffer, sys.stdout.buffer) as wire:
         lines = wire.lines() if wire is not None else anyio.wrap_file(sys.stdin.buffer)
-        await _serve_on(app, GuardedStdin(lines, wire.inflight if wire is not None else None), wire)
+        await _serve_on(app, GuardedStdin(lines, wire.inflight if wire is not None else None, hint), wire)
 
 
 async def _serve_on(app: MCPServer, stdin: GuardedStdin, wire: Wire | ThreadedWire | None) -> None:

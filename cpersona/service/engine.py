@@ -42,6 +42,7 @@ from cpersona.service.admin import AdminService
 from cpersona.service.health import HealthService
 from cpersona.service.listing import ListingService
 from cpersona.service.merging import MergeService
+from cpersona.service.prefetch import QueryPrefetch
 from cpersona.service.quality import QualityService
 from cpersona.service.recall import PoolCounts, RecallService
 from cpersona.service.updates import UpdateService
@@ -102,6 +103,7 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         self.operating_context = OperatingContext.from_settings(settings)
         self.calibration = Calibration(settings, self.db, self.gateway, _IndexAccess(self), self.pause)
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
+        self._prefetch = QueryPrefetch()
         #: the embeddings of writes, apart from the queries' (which must not queue behind a burst of stores)
         self._write_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cpersona-write-embed")
         #: a recall's other read connections (the word index's MATCH and the vector retriever

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from cpersona.errors import StorageUnavailable
+from cpersona.errors import InvalidArgument, StorageUnavailable
 from cpersona.policy import validate
 from cpersona.retrieval import context as conversation
 from cpersona.retrieval import preview
@@ -31,6 +31,7 @@ from cpersona.retrieval.pipeline import RecallContext, RecallRequest, make_conte
 from cpersona.retrieval.pipeline import recall as run_pipeline
 from cpersona.service.base import ServiceBase
 from cpersona.service.outcomes import RecallResult
+from cpersona.service.prefetch import QueryPrefetch
 from cpersona.service.shaping import compact_recall
 from cpersona.storage import Database, Session
 from cpersona.storage.scope import Scope
@@ -78,9 +79,10 @@ WITHHELD_WHY = "rows matched, but none holds enough of the query's words or is n
 
 
 class RecallService(ServiceBase):
-    """The read tools; mixed into `Engine` (which sets `_query_pool` and `_pool_counts`)."""
+    """The read tools; mixed into `Engine` (which sets `_query_pool`, `_prefetch` and `_pool_counts`)."""
 
     _query_pool: ThreadPoolExecutor
+    _prefetch: QueryPrefetch
     _read_pool: ThreadPoolExecutor
     _pool_counts: PoolCounts
 
@@ -121,7 +123,7 @@ class RecallService(ServiceBase):
         # The query is embedded in a worker thread while the keyword retrievers run.
         late: list[str] = []  # why this recall went on without its query vector
         use_vectors = self.gateway.embedder is not None and bool(req.query.strip()) and not self._stalled(late)
-        pending = self._query_pool.submit(self.gateway.embed_query, req.query) if use_vectors else None
+        pending = self._query_vector(req.query) if use_vectors else None
         indexes = self.indexes() if pending and self.gateway.dim is not None else None
         agent_gate = self.calibration.gate_for(req.agent_id)
         with self.db.read() as s:
@@ -153,6 +155,31 @@ class RecallService(ServiceBase):
         if notice:
             response["update_notice"] = notice
         return response
+
+    def prefetch_query_vector(self, query: object) -> bool:
+        """Start embedding a recall's query before its request is dispatched (service/prefetch.py):
+        the recall of that query then takes the running embedding. `query` is the argument as
+        the transport read it. Returns True when an embedding was started; a query the recall
+        would refuse or not embed (not a string, too long, blank or invisible), no backend, a
+        model still loading or a stalled backend start nothing, and the recall then runs as
+        without a prefetch."""
+        try:
+            text = validate.query(query)
+        except InvalidArgument:
+            return False  # the recall itself answers the error
+        backend = self.gateway.embedder
+        if not visible(text) or backend is None or not getattr(backend, "ready", lambda: True)():
+            return False
+        if self.gateway.not_answering(self.settings.embed_wait_secs) is not None:
+            return False
+        try:
+            return self._prefetch.start(text, lambda t: self._query_pool.submit(self.gateway.embed_query, t))
+        except RuntimeError:  # the engine is closing: its pools take no more work
+            return False
+
+    def _query_vector(self, text: str) -> Future:
+        """The embedding of a recall's query: the one a transport started (`prefetch_query_vector`), or a new one."""
+        return self._prefetch.take(text) or self._query_pool.submit(self.gateway.embed_query, text)
 
     def _stalled(self, late: list[str]) -> bool:
         """Whether the backend is known not to answer (a batch in flight past

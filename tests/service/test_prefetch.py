@@ -1,0 +1,104 @@
+"""A recall's query embedding started by the transport before the recall runs (service/prefetch.py)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+import pytest
+from cpersona.policy.validate import MAX_QUERY_CHARS
+from cpersona.retrieval.recall_context import RecallRequest
+from cpersona.service.prefetch import QueryPrefetch
+
+
+def _done(value: object) -> Future:
+    f: Future = Future()
+    f.set_result(value)
+    return f
+
+
+def test_queue_hands_each_embedding_out_once_and_keeps_the_newest():
+    q = QueryPrefetch(max_pending=2)
+    assert q.start("a", _done) and q.start("b", _done)
+    assert not q.start("a", _done)  # already held: no second embedding of the same text
+    assert q.start("c", _done)  # drops "a", the oldest
+    assert len(q) == 2 and q.take("a") is None
+    assert q.take("b").result() == "b" and q.take("b") is None
+
+
+def test_queue_passes_on_what_submit_raises():
+    q = QueryPrefetch()
+
+    def closed(_text: str) -> Future:
+        raise RuntimeError("cannot schedule new futures after shutdown")
+
+    with pytest.raises(RuntimeError):
+        q.start("a", closed)
+    assert len(q) == 0
+
+
+def test_recall_takes_the_prefetched_embedding_instead_of_embedding_again(http_engine_factory, fake_embed):
+    eng = http_engine_factory(embedding_cache_size=0)  # no cache: a second embedding would reach the server
+    eng.store("kai", "the deploy runs on thursday evenings")
+    assert eng.gateway.wait_for_backend(10)
+    before = fake_embed.requests
+    assert eng.prefetch_query_vector("when is the deploy?")
+    rows = eng.recall(RecallRequest("kai", "when is the deploy?", 5))["messages"]
+    assert fake_embed.requests - before == 1
+    assert len(eng._prefetch) == 0
+    assert rows and "thursday" in rows[-1]["content"]
+
+
+def test_prefetched_recall_answers_the_same_rows_and_scores(http_engine_factory):
+    eng = http_engine_factory()
+    for text in ("the deploy runs on thursday evenings", "lunch is at noon", "deploys need two reviews"):
+        eng.store("kai", text)
+    plain = eng.recall(RecallRequest("kai", "deploy day", 5))
+    eng.gateway.cache.clear()
+    eng.prefetch_query_vector("deploy day")
+    assert eng.recall(RecallRequest("kai", "deploy day", 5)) == plain
+
+
+@pytest.mark.parametrize("query", [None, 42, ["deploy"], "", "   ", "\u200b\u200b", "x" * (MAX_QUERY_CHARS + 1)])
+def test_a_query_the_recall_would_not_embed_starts_nothing(engine_http, fake_embed, query):
+    assert engine_http.gateway.wait_for_backend(10)
+    before = fake_embed.requests
+    assert not engine_http.prefetch_query_vector(query)
+    assert fake_embed.requests == before and len(engine_http._prefetch) == 0
+
+
+def test_nothing_is_started_without_a_backend_or_after_close(engine_none, http_engine_factory):
+    assert not engine_none.prefetch_query_vector("deploy")
+    eng = http_engine_factory()
+    eng.close()
+    assert not eng.prefetch_query_vector("deploy")
+
+
+def test_a_query_nul_is_read_as_the_recall_reads_it(http_engine_factory, fake_embed):
+    eng = http_engine_factory(embedding_cache_size=0)
+    eng.store("kai", "alpha beta")
+    assert eng.gateway.wait_for_backend(10)
+    before = fake_embed.requests
+    eng.prefetch_query_vector("alpha\x00beta")  # the recall reads NUL as a space: same key
+    eng.recall(RecallRequest("kai", "alpha\x00beta", 5))
+    assert fake_embed.requests - before == 1
+
+
+def test_concurrent_prefetches_and_recalls_each_embed_once(http_engine_factory, fake_embed):
+    eng = http_engine_factory(embedding_cache_size=0)
+    eng.store("kai", "alpha beta gamma")
+    assert eng.gateway.wait_for_backend(10)
+    before = fake_embed.requests
+    queries = [f"question number {i}" for i in range(12)]
+
+    def one(q: str) -> None:
+        eng.prefetch_query_vector(q)
+        eng.recall(RecallRequest("kai", q, 3))
+
+    threads = [threading.Thread(target=one, args=(q,)) for q in queries]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert fake_embed.requests - before == len(queries)
+    assert len(eng._prefetch) == 0

@@ -29,15 +29,18 @@ MAX_HINT_BODY = 1 << 16
 
 
 def recall_query(message: Any) -> object | None:
-    """The `query` argument of a `tools/call` of `recall` (as sent, not checked); None for any
-    other message."""
-    if not isinstance(message, dict) or message.get("method") != "tools/call":
-        return None
+    """The `query` argument of a `tools/call` request of `recall` (as sent, not checked); None
+    for any other message, and for a recall asking for no rows (`limit` 0: answered without a
+    vector)."""
+    if not isinstance(message, dict) or message.get("method") != "tools/call" or "id" not in message:
+        return None  # not a request (a notification is never answered)
     params = message.get("params")
     if not isinstance(params, dict) or params.get("name") != "recall":
         return None
     arguments = params.get("arguments")
-    return arguments.get("query") if isinstance(arguments, dict) else None
+    if not isinstance(arguments, dict) or arguments.get("limit", 1) == 0:
+        return None
+    return arguments.get("query")
 
 
 def query_hint(engine: Engine) -> Hint:
@@ -100,7 +103,7 @@ class RequestHints:
 
     def _give(self, body: bytes) -> None:
         try:
-            decoded = json.loads(body)
-        except (ValueError, RecursionError):
-            return  # not JSON: the SDK answers the request with its parse error
+            decoded = json.loads(body.decode("utf-8"))
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            return  # not JSON in UTF-8: the SDK answers the request with its parse error
         self.hint(decoded)

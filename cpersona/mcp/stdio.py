@@ -233,7 +233,7 @@ class GuardedStdin:
         """Tell the in-flight count what goes to the SDK: a request, or a notification (which
         may cancel one); and hand a request to the hint (mcp/hints.py)."""
         if request is not None and self._hint is not None:
-            self._hint({"method": request.method, "params": request.params})
+            self._hint({"id": request.id, "method": request.method, "params": request.params})
         if self._inflight is None:
             return
         if request is not None:

@@ -29,6 +29,7 @@ from cpersona.retrieval import preview
 from cpersona.retrieval.gate import AgentGate
 from cpersona.retrieval.pipeline import RecallContext, RecallRequest, make_context
 from cpersona.retrieval.pipeline import recall as run_pipeline
+from cpersona.service import prefetch
 from cpersona.service.base import ServiceBase
 from cpersona.service.outcomes import RecallResult
 from cpersona.service.prefetch import QueryPrefetch
@@ -160,15 +161,16 @@ class RecallService(ServiceBase):
         """Start embedding a recall's query before its request is dispatched (service/prefetch.py):
         the recall of that query then takes the running embedding. `query` is the argument as
         the transport read it. Returns True when an embedding was started; a query the recall
-        would refuse or not embed (not a string, too long, blank or invisible), no backend, a
-        model still loading or a stalled backend start nothing, and the recall then runs as
-        without a prefetch."""
+        would refuse or not embed (not a string, too long, blank or invisible), a query longer
+        than `prefetch.MAX_CHARS`, no backend, a model still loading or a stalled backend start
+        nothing, and the recall then runs as without a prefetch."""
         try:
             text = validate.query(query)
         except InvalidArgument:
             return False  # the recall itself answers the error
         backend = self.gateway.embedder
-        if not visible(text) or backend is None or not getattr(backend, "ready", lambda: True)():
+        if len(text) > prefetch.MAX_CHARS or not visible(text) or backend is None \
+                or not getattr(backend, "ready", lambda: True)():
             return False
         if self.gateway.not_answering(self.settings.embed_wait_secs) is not None:
             return False

@@ -24,6 +24,9 @@ RECALL = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
     ({**RECALL, "params": {"name": "recall"}}, None),
     ({**RECALL, "params": {"name": "recall", "arguments": ["x"]}}, None),
     ({**RECALL, "params": None}, None),
+    ({k: v for k, v in RECALL.items() if k != "id"}, None),  # a notification: never answered
+    ({**RECALL, "params": {"name": "recall", "arguments": {"query": "x", "limit": 0}}}, None),  # no rows asked
+    ({**RECALL, "params": {"name": "recall", "arguments": {"query": "x", "limit": 3}}}, "x"),
     ([RECALL], None),
     ("recall", None),
 ])
@@ -112,7 +115,8 @@ def test_http_hints_see_the_whole_body_and_pass_it_on_unchanged():
     assert hints == [RECALL]
 
 
-@pytest.mark.parametrize("body", [b"{not json", b"[" * 20_000, b'{"pad": "' + b"x" * MAX_HINT_BODY + b'"}'])
+@pytest.mark.parametrize("body", [b"{not json", b"[" * 20_000, b'{"pad": "' + b"x" * MAX_HINT_BODY + b'"}',
+                                  json.dumps(RECALL).encode("utf-16")])  # JSON, but not the UTF-8 the SDK reads
 def test_http_body_that_is_not_readable_json_gives_no_hint_and_still_passes(body):
     hints: list[object] = []
     assert _asgi([body[:5], body[5:]], hints) == body

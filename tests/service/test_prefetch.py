@@ -8,7 +8,9 @@ from concurrent.futures import Future
 import pytest
 from cpersona.policy.validate import MAX_QUERY_CHARS
 from cpersona.retrieval.recall_context import RecallRequest
-from cpersona.service.prefetch import QueryPrefetch
+from cpersona.service.prefetch import MAX_CHARS, MAX_PENDING, QueryPrefetch
+
+from conftest import wait_until
 
 
 def _done(value: object) -> Future:
@@ -17,13 +19,46 @@ def _done(value: object) -> Future:
     return f
 
 
-def test_queue_hands_each_embedding_out_once_and_keeps_the_newest():
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_queue_hands_each_embedding_out_once_and_holds_at_most_max_pending():
     q = QueryPrefetch(max_pending=2)
     assert q.start("a", _done) and q.start("b", _done)
     assert not q.start("a", _done)  # already held: no second embedding of the same text
-    assert q.start("c", _done)  # drops "a", the oldest
-    assert len(q) == 2 and q.take("a") is None
+    assert not q.start("c", _done)  # full: a request read now starts nothing
+    assert len(q) == 2 and q.take("c") is None
     assert q.take("b").result() == "b" and q.take("b") is None
+    assert q.start("c", _done)  # room again
+
+
+def test_an_embedding_no_recall_takes_is_dropped_after_the_ttl_and_cancelled_if_not_started():
+    clock = _Clock()
+    q = QueryPrefetch(max_pending=2, ttl_s=1.0, clock=clock)
+    waiting: Future = Future()  # not started: a flood's prefetches queued behind a busy model
+    assert q.start("a", lambda _t: waiting)
+    clock.now += 0.5
+    assert q.start("b", _done)
+    clock.now += 0.6  # "a" has waited 1.1 s
+    assert q.take("a") is None and waiting.cancelled()
+    assert q.take("b").result() == "b"
+
+
+def test_a_failed_embedding_is_not_handed_out():
+    failed: Future = Future()
+    failed.set_exception(RuntimeError("worker died"))
+    q = QueryPrefetch()
+    q.start("none", lambda _t: _done(None))  # embed_query answers None when the backend failed
+    q.start("raised", lambda _t: failed)
+    assert q.take("none") is None and q.take("raised") is None and len(q) == 0
+    running: Future = Future()
+    q.start("running", lambda _t: running)
+    assert q.take("running") is running  # still running: its outcome is the backend's answer now
 
 
 def test_queue_passes_on_what_submit_raises():
@@ -59,7 +94,8 @@ def test_prefetched_recall_answers_the_same_rows_and_scores(http_engine_factory)
     assert eng.recall(RecallRequest("kai", "deploy day", 5)) == plain
 
 
-@pytest.mark.parametrize("query", [None, 42, ["deploy"], "", "   ", "\u200b\u200b", "x" * (MAX_QUERY_CHARS + 1)])
+@pytest.mark.parametrize("query", [None, 42, ["deploy"], "", "   ", "\u200b\u200b", "x" * (MAX_QUERY_CHARS + 1),
+                                   "long " * (MAX_CHARS // 5 + 1)])
 def test_a_query_the_recall_would_not_embed_starts_nothing(engine_http, fake_embed, query):
     assert engine_http.gateway.wait_for_backend(10)
     before = fake_embed.requests
@@ -102,3 +138,29 @@ def test_concurrent_prefetches_and_recalls_each_embed_once(http_engine_factory, 
         t.join(60)
     assert fake_embed.requests - before == len(queries)
     assert len(eng._prefetch) == 0
+
+
+def test_a_flood_of_queries_no_recall_takes_starts_a_bounded_number_of_embeddings(http_engine_factory, fake_embed):
+    eng = http_engine_factory(embedding_cache_size=0)
+    eng.store("kai", "coffee in the morning")
+    assert eng.gateway.wait_for_backend(10)
+    before = fake_embed.requests
+    started = sum(eng.prefetch_query_vector(f"refused request {i}") for i in range(500))
+    assert started <= MAX_PENDING
+    rows = eng.recall(RecallRequest("kai", "coffee", 3))
+    assert rows["messages"] and "advisory" not in rows
+    assert fake_embed.requests - before <= MAX_PENDING + 1
+
+
+def test_a_prefetch_that_failed_is_not_what_a_later_recall_answers_from(http_engine_factory, fake_embed):
+    eng = http_engine_factory(embedding_cache_size=0)
+    eng.store("kai", "the deploy runs on thursday evenings")
+    assert eng.gateway.wait_for_backend(10)
+    fake_embed.fail = True
+    assert eng.prefetch_query_vector("when is the deploy?")
+    assert wait_until(lambda: all(f.done() for _, f in eng._prefetch._pending.values()))
+    fake_embed.fail = False
+    eng.gateway.embed_query("something else")  # the backend answers again
+    out = eng.recall(RecallRequest("kai", "when is the deploy?", 5), verbose=True)
+    assert "advisory" not in out and "thursday" in out["messages"][-1]["content"]
+    assert "vector" in out["messages"][-1]["match_reason"]["retrievers"]  # answered with its vector

@@ -16,8 +16,10 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -53,6 +55,8 @@ os.environ.update(NO_UPDATE_CHECK)
 # test may write into the developer's memory file. Spawned servers inherit these variables.
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-config-")
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-data-")
+for _folder in (os.environ["XDG_CONFIG_HOME"], os.environ["XDG_DATA_HOME"]):
+    atexit.register(shutil.rmtree, _folder, True)  # removed when the session ends (ignore_errors)
 
 
 # --------------------------------------------------------------------------- engines

@@ -167,6 +167,8 @@ def recall_command(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:  # best match first, like the table (the tool answers worst first, as the original did)
             for res in answers.values():
                 res["messages"] = res["messages"][::-1]
+                if "fix" in res.get("withheld", {}):  # the service names the tool's argument
+                    res["withheld"]["fix"] = "cpersona recall --deep halves the bar"
             print_json(answers if args.agent is None else answers[args.agent])
             return OK
         _print_recall(args.text, answers, engine.advisory.state == "mismatch", args.deep)

@@ -65,14 +65,21 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     Access (tokens, ACL file, Host/Origin rules) is checked before the database is opened;
     the once-per-start update check runs in the background."""
     from cpersona.mcp.hints import query_hint
+    from cpersona.mcp.http_app import build_http_app, listen, serve_http
     from cpersona.mcp.security import Security
     from cpersona.mcp.server import build_server
     from cpersona.mcp.stdio import run_stdio
     from cpersona.service.engine import Engine
 
     security = Security.from_settings(settings)
+    listener = None if settings.transport == "stdio" else listen(settings)  # a port in use: one line, nothing started
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    engine = Engine(settings, start_background=True)
+    try:
+        engine = Engine(settings, start_background=True)
+    except BaseException:
+        if listener is not None:
+            listener.close()
+        raise
     try:
         engine.updates.start()
         app = build_server(engine, settings.log_level, security.guard(settings))
@@ -85,15 +92,15 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
         if settings.transport == "stdio":
             run_stdio(app, hint)
         else:  # uvicorn stops on Ctrl-C by itself and returns here
-            from cpersona.mcp.http_app import build_http_app, serve_http
-
             if security.rules is None:
                 raise ConfigError("streamable HTTP needs the access rules decided at start")
-            serve_http(build_http_app(app, settings, security.check, security.rules, hint), settings)
+            serve_http(build_http_app(app, settings, security.check, security.rules, hint), settings, listener)
     except KeyboardInterrupt:
         pass
     finally:
         engine.close()
+        if listener is not None:
+            listener.close()
     return 0
 
 

@@ -19,6 +19,7 @@ notifications, and JSON is what every client and proxy handles.
 from __future__ import annotations
 
 import logging
+import socket
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -27,6 +28,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from cpersona.config import Settings
+from cpersona.errors import ConfigError
 from cpersona.mcp.hints import Hint, RequestHints
 from cpersona.mcp.http_auth import BearerAuth, Check
 from cpersona.mcp.http_origin import HostOriginGuard, HostRules
@@ -65,10 +67,31 @@ def build_http_app(server: MCPServer, settings: Settings, check: Check | None, r
                           allow_headers=CORS_HEADERS, expose_headers=CORS_EXPOSE)
 
 
-def serve_http(app: ASGIApp, settings: Settings) -> None:
-    """Run `app` with uvicorn on CPERSONA_HTTP_HOST:CPERSONA_HTTP_PORT until interrupted."""
+def listen(settings: Settings) -> socket.socket:
+    """The socket at CPERSONA_HTTP_HOST:CPERSONA_HTTP_PORT, bound before anything else starts,
+    so a port in use (or a host this machine does not have) stops the start with one line
+    instead of uvicorn's log after the banner. Raises ConfigError."""
+    host, port = settings.http_host, settings.http_port
+    sock: socket.socket | None = None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a restart reuses the port
+        sock.bind(address)
+    except OSError as err:
+        if sock is not None:
+            sock.close()
+        why = err.strerror or str(err)
+        raise ConfigError(f"cannot listen on {host}:{port} (CPERSONA_HTTP_HOST / CPERSONA_HTTP_PORT): {why}") from None
+    return sock
+
+
+def serve_http(app: ASGIApp, settings: Settings, sock: socket.socket | None = None) -> None:
+    """Run `app` with uvicorn until interrupted, on `sock` (from `listen`), else on
+    CPERSONA_HTTP_HOST:CPERSONA_HTTP_PORT."""
     import uvicorn
 
     config = uvicorn.Config(app, host=settings.http_host, port=settings.http_port,
                             log_level=settings.log_level, lifespan="on")
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)

@@ -75,6 +75,8 @@ class PoolCounts:
 
 #: The note of a recall whose query held only invisible (format) characters.
 INVISIBLE_NOTE = "the query holds only invisible characters (such as U+200B): answered as a blank query, newest first"
+#: The note of an empty answer with nothing withheld: not one row was a candidate.
+NO_MATCH_NOTE = "no stored row in this scope shares a word with the query or is near enough to its meaning"
 #: Why a recall answered no row although some rows matched (retrieval/gate.py: per-row gate, answer bar).
 WITHHELD_WHY = "rows matched, but none holds enough of the query's words or is near enough to its meaning"
 
@@ -143,6 +145,8 @@ class RecallService(ServiceBase):
             response["note"] = f"agent {req.agent_id!r} has no memories or episodes in this scope"
         elif invisible:
             response["note"] = INVISIBLE_NOTE
+        elif not messages and req.query.strip() and not ctx.withheld:
+            response["note"] = NO_MATCH_NOTE
         if ctx.withheld:
             why = f"none of the matched rows mentions {', '.join(ctx.unmentioned)}" if ctx.unmentioned else WITHHELD_WHY
             response["withheld"] = {"rows": ctx.withheld, "why": why}

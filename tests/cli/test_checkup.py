@@ -74,6 +74,8 @@ def test_critical_exits_2_and_fix_repairs_it(cli):
     status, out, _ = cli("--fix")
     assert status == 0 and "(fix applied)" in out.splitlines()[0] and '"fixed": 1' in out
     assert cli()[0] == 0
+    status, out, _ = cli("--fix")  # healthy now: nothing was repaired, and the summary says so
+    assert status == 0 and "(nothing to repair)" in out.splitlines()[0]
 
 
 def test_json_report_is_complete_and_parseable(cli):

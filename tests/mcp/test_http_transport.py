@@ -174,3 +174,15 @@ def test_health_route_is_liveness_only_and_needs_no_token(server):
     assert set(body) == {"status", "version", "uptime_seconds"}  # nothing about the stored data
     assert body["status"] == "ok" and body["version"] == __version__ and body["uptime_seconds"] >= 0
     assert httpx2.post(server.url, json={}).status_code == 401  # the tools still need the token
+
+
+def test_a_port_in_use_stops_the_start_with_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        err = _start_fails(tmp_path, CPERSONA_AUTH_TOKEN=TOKEN, CPERSONA_HTTP_PORT=str(port)).stderr
+    assert err.strip().count("\n") == 0, err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "CPERSONA_HTTP_PORT" in err

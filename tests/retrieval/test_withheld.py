@@ -6,6 +6,7 @@ from __future__ import annotations
 from cpersona.retrieval import lexical
 from cpersona.retrieval.candidate import EPISODE, Candidate
 from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.recall import NO_MATCH_NOTE
 
 
 def test_an_empty_answer_names_the_rows_it_held_back(engine_none):
@@ -20,14 +21,16 @@ def test_an_empty_answer_names_the_rows_it_held_back(engine_none):
     found = engine_none.recall(RecallRequest("me", "staging database port", 5))
     assert found["messages"] and "withheld" not in found
     nothing = engine_none.recall(RecallRequest("me", "zebra crossing", 5))
-    assert nothing["messages"] == [] and "withheld" not in nothing  # nothing matched at all
+    assert nothing["messages"] == [] and "withheld" not in nothing  # nothing matched at all: said so
+    assert nothing["note"] == NO_MATCH_NOTE
 
 
 def test_an_agent_without_rows_is_named_rather_than_answered_empty(engine_none):
     engine_none.store("dev", "Deploys go out on Thursdays")
     typo = engine_none.recall(RecallRequest("Dev", "when do deploys happen?", 5))
     assert typo["messages"] == [] and typo["note"] == "agent 'Dev' has no memories or episodes in this scope"
-    assert "note" not in engine_none.recall(RecallRequest("dev", "zebra crossing", 5))
+    assert engine_none.recall(RecallRequest("dev", "zebra crossing", 5))["note"] == NO_MATCH_NOTE  # the agent exists
+    assert "note" not in engine_none.recall(RecallRequest("dev", "deploys", 5))
 
 
 def test_a_profile_does_not_answer_alone(engine_none):

@@ -5,11 +5,11 @@ Defaults: 256 entries (CPERSONA_EMBEDDING_CACHE_SIZE), 300 s (CPERSONA_EMBEDDING
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 
 import numpy as np
+
+from cpersona.util.lru import LRU
 
 
 class QueryCache:
@@ -18,29 +18,19 @@ class QueryCache:
     def __init__(self, size: int = 256, ttl: float = 300.0) -> None:
         self.size = size
         self.ttl = ttl
-        self._items: OrderedDict[str, tuple[float, np.ndarray]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._items: LRU[str, tuple[float, np.ndarray]] = LRU(size)
 
     def get(self, text: str) -> np.ndarray | None:
-        with self._lock:
-            item = self._items.get(text)
-            if item is None:
-                return None
-            if time.monotonic() - item[0] > self.ttl:
-                del self._items[text]
-                return None
-            self._items.move_to_end(text)
-            return item[1]
+        item = self._items.get(text)
+        if item is None:
+            return None
+        if time.monotonic() - item[0] > self.ttl:
+            self._items.pop(text)
+            return None
+        return item[1]
 
     def put(self, text: str, vector: np.ndarray) -> None:
-        if self.size <= 0:
-            return
-        with self._lock:
-            self._items[text] = (time.monotonic(), vector)
-            self._items.move_to_end(text)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+        self._items.put(text, (time.monotonic(), vector))
 
     def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
+        self._items.clear()

@@ -30,8 +30,6 @@ Each row gets two numbers on a 0..1 scale:
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -39,6 +37,7 @@ from functools import cached_property
 from cpersona.retrieval import recency, term_stats, word_prior
 from cpersona.retrieval.candidate import MEMORY, Candidate
 from cpersona.storage import Session
+from cpersona.util.lru import LRU
 from cpersona.util.text import match_expression
 from cpersona.util.words import is_bigram, query_terms, spellings, word_token_set
 
@@ -136,47 +135,18 @@ def word_hits(session: Session, wq: WordQuery, run: Callable[[str], list]) -> li
     return run(match_expression(list(wq.match_terms or wq.terms))) if wq.terms else []
 
 
-class TokenSets:
-    """Stored text → its word-index tokens, the `size` most recently used (the same rows come
-    back recall after recall). Thread-safe."""
-
-    def __init__(self, size: int = 8192) -> None:
-        self._sets: OrderedDict[str, frozenset[str]] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, content: str) -> frozenset[str]:
-        with self._lock:
-            found = self._sets.get(content)
-            if found is not None:
-                self._sets.move_to_end(content)
-                return found
-        tokens = word_token_set(content)
-        self.put(content, tokens)
-        return tokens
-
-    def unknown(self, contents: Iterable[str]) -> list[str]:
-        with self._lock:
-            return [c for c in contents if c not in self._sets]
-
-    def put(self, content: str, tokens: frozenset[str]) -> None:
-        with self._lock:
-            self._sets[content] = tokens
-            self._sets.move_to_end(content)
-            if len(self._sets) > self._size:
-                self._sets.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._sets.clear()
-
-
-TOKEN_SETS = TokenSets()
+#: Stored text → its word-index tokens, for the 8,192 most recently used texts (the same rows
+#: come back recall after recall).
+TOKEN_SETS: LRU[str, frozenset[str]] = LRU(8192)
 
 
 def token_set(content: str) -> frozenset[str]:
-    """The word-index tokens of a stored text (`TOKEN_SETS`)."""
-    return TOKEN_SETS.get(content)
+    """The word-index tokens of a stored text (`TOKEN_SETS`, else tokenised)."""
+    tokens = TOKEN_SETS.get(content)
+    if tokens is None:
+        tokens = word_token_set(content)
+        TOKEN_SETS.put(content, tokens)
+    return tokens
 
 
 def learn(session: Session, rows: Iterable[Candidate]) -> None:
@@ -186,7 +156,7 @@ def learn(session: Session, rows: Iterable[Candidate]) -> None:
     the text alone, so the tokens are the same). Rows whose form is not stored are tokenised
     when their coverage is asked."""
     ids = {c.content: c.id for c in rows if c.kind == MEMORY}
-    todo = TOKEN_SETS.unknown(ids)
+    todo = TOKEN_SETS.missing(ids)
     if not todo:
         return
     for content, form in session.search.word_forms([ids[c] for c in todo]).items():

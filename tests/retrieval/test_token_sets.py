@@ -7,6 +7,7 @@ import json
 
 from cpersona.retrieval import lexical
 from cpersona.retrieval.recall_context import RecallRequest
+from cpersona.util.lru import LRU
 from cpersona.util.words import word_token_set
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -72,7 +73,7 @@ def test_recall_answers_alike_from_stored_forms_and_from_tokenising(engine_http,
                            sort_keys=True) for q in queries]
 
     learned = answers()
-    assert len(lexical.TOKEN_SETS.unknown(TEXTS[:3])) == 0  # read from the forms
+    assert lexical.TOKEN_SETS.missing(TEXTS[:3]) == []  # read from the forms
     with monkeypatch.context() as m:
         from cpersona.storage.search import SearchRepo
 
@@ -82,13 +83,13 @@ def test_recall_answers_alike_from_stored_forms_and_from_tokenising(engine_http,
 
 
 def test_token_sets_keep_the_most_recent():
-    sets = lexical.TokenSets(size=2)
+    sets: LRU[str, frozenset[str]] = LRU(2)
     sets.put("a", frozenset({"a"}))
     sets.put("b", frozenset({"b"}))
     assert sets.get("a") == frozenset({"a"})  # a is now the most recent
     sets.put("c", frozenset({"c"}))
-    assert sets.unknown(["a", "b", "c"]) == ["b"]
-    assert sets.get("b") == word_token_set("b")  # tokenised again on a miss
+    assert sets.missing(["a", "b", "c"]) == ["b"] and len(sets) == 2
+    assert lexical.token_set("b c") == word_token_set("b c")  # a miss is tokenised
 
 
 def test_forms_are_keyed_by_the_text_read_with_them(engine_none):

@@ -24,6 +24,7 @@ from cpersona.storage.records import EpisodeRow, MemoryRow
 from cpersona.storage.scope import Scope
 from cpersona.util.jsonutil import loads_or_empty
 from cpersona.util.text import fts_terms, match_expression
+from cpersona.util.time import utc_text
 
 EPISODE_PREFIX = "[Episode] "
 EPISODE_SOURCE = {"System": "episode"}
@@ -52,7 +53,14 @@ def memory_candidate(row: MemoryRow) -> Candidate:
 
 
 def episode_candidate(row: EpisodeRow) -> Candidate:
-    return Candidate(EPISODE, row.id, EPISODE_PREFIX + row.summary, timestamp=row.timestamp or "",
+    """An episode's row. Its time is its first turn's as given, else its creation time — stored
+    as SQLite's naive UTC `YYYY-MM-DD HH:MM:SS` and answered as ISO-8601 UTC like every other
+    time the server writes, so answers sort by their timestamp strings (a naive time sorted
+    before every ISO time of its day)."""
+    when = row.timestamp or ""
+    if when and when == row.created_at:
+        when = utc_text(when) or when
+    return Candidate(EPISODE, row.id, EPISODE_PREFIX + row.summary, timestamp=when,
                      created_at=row.created_at, source=dict(EPISODE_SOURCE), resolved=bool(row.resolved))
 
 

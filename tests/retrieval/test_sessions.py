@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from cpersona.retrieval import sessions
 from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.util.time import parse_ts
 
 from quality_helpers import make
 
@@ -82,3 +83,20 @@ def test_a_pinned_summary_scores_as_a_full_match_even_when_nothing_else_matched(
     best = out["messages"][-1]
     assert best["ref"] == f"ep:{ids[-1]}" and best["match_reason"]["score"] >= 1.0
     assert all(m["match_reason"]["score"] <= best["match_reason"]["score"] for m in out["messages"])
+
+
+def test_an_episode_without_turn_times_answers_its_creation_time_in_iso_utc(engine_none):
+    """Its creation time is stored in SQLite's naive form; answered as every other time is,
+    so a client sorting an answer's rows by timestamp string orders them by time (found by a
+    new user: `2026-12-02 05:55:17` beside `2026-12-02T05:55:15.86+00:00`)."""
+    engine_none.store("a", "we set up the deploy pipeline")
+    engine_none.archive_episode("a", "session about the deploy pipeline")
+    engine_none.archive_episode("a", "session about lunch", history=[{"role": "user", "content": "x",
+                                                                      "timestamp": "2026-01-02 03:04:05"}])
+    rows = engine_none.recall(RecallRequest("a", "deploy pipeline session", 10))["messages"]
+    times = {m["content"]: m.get("timestamp") for m in rows}
+    created = times["[Episode] session about the deploy pipeline"]
+    assert created and "T" in created and created.endswith("+00:00")
+    assert parse_ts(created) is not None
+    given = [t for c, t in times.items() if "lunch" in c]
+    assert given in ([], ["2026-01-02 03:04:05"])  # a turn time is answered as it was given

@@ -81,6 +81,8 @@ def render(report: dict[str, Any], db: str, code: int, strict: bool) -> str:
     lines += [f"  [{i['severity']}] {i['type']}: {_fields(i, ('type', 'severity'))}" for i in report.get("issues", [])]
     lines += [f"  [skipped] {k['check']}: {k['reason']}" for k in report.get("skipped", [])]
     lines += _deep_lines(report.get("deep", {}))
+    if report.get("deep_not_fixed"):
+        lines.append(f"  {report['deep_not_fixed']}")
     lines.append(f"exit={code} ({'strict' if strict else 'non-strict'} gate)")
     return "\n".join(lines)
 

@@ -39,10 +39,21 @@ def _agents(env: HealthEnv, agent: str) -> list[str]:
         return s.inventory.memory_agents()
 
 
+#: What a checkup says of its deep findings when it repaired the store (`--fix`).
+DEEP_NOT_FIXED = ("deep findings are reported, never acted on, by a checkup: they are about what the agent "
+                  "wrote (deep_check(agent_id, fix=true) over MCP deletes short_content rows and names "
+                  "anonymous_source speakers)")
+
+
 def _report(env: HealthEnv, agent: str, fix: bool, deep: bool) -> dict[str, Any]:
+    """check_health (repairing with `fix`) and, with `deep`, each agent's deep_check — always
+    report-only: its fixes delete or rewrite rows the agent wrote (a memory of four CJK
+    characters is a whole fact; short_content would delete it), which a store repair must not."""
     report = check_health(env, agent, fix)
     if deep:
-        report["deep"] = {a: deep_check(env, a, fix) for a in _agents(env, agent)}
+        report["deep"] = {a: deep_check(env, a, False) for a in _agents(env, agent)}
+        if fix:
+            report["deep_not_fixed"] = DEEP_NOT_FIXED
     return report
 
 

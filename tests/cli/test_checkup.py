@@ -12,7 +12,7 @@ import sys
 import pytest
 from cpersona.cli import main
 
-from conftest import clean_env, new_engine
+from conftest import clean_env, db_rows, new_engine
 
 
 @pytest.fixture
@@ -123,3 +123,13 @@ def test_python_m_alias_and_a_damaged_file(tmp_path):
                            env=env, capture_output=True, text=True, timeout=120)
     assert fixed.returncode == 2 and "Traceback" not in fixed.stdout + fixed.stderr
     assert json.loads(fixed.stdout)["severity_summary"]["critical"] >= 1
+
+
+def test_deep_findings_are_reported_but_never_fixed_by_a_checkup(cli):
+    """`--fix` repairs the store; it never deletes what the agent wrote (found by a new user:
+    `checkup --deep --fix` deleted "東京在住" and "Vegan" as short_content)."""
+    _store(cli.db, "東京在住", "Vegan", "a longer fact about the deploy pipeline")
+    status, out, _ = cli("--deep", "--fix")
+    assert status == 0 and "short_content" in out and "never acted on" in out
+    assert [r[0] for r in db_rows(cli.db, "SELECT content FROM memories ORDER BY id")] == [
+        "東京在住", "Vegan", "a longer fact about the deploy pipeline"]

@@ -82,6 +82,17 @@ def test_recall_says_which_identifier_no_row_mentions(cli):
     assert "CVE-2024-3094 scans" in cli("recall", "does the staging cluster run CVE-2024-3094 scans?", "--agent", "kai")[1]
 
 
+def test_recall_over_every_agent_says_nothing_matched_only_when_no_agent_answered(cli):
+    """The agents without a candidate must not contradict the rows of one that answered
+    (found by a new user: three rows, then "no stored row … shares a word")."""
+    assert cli("store", "Ken's manager is Aiko Suzuki", "--agent", "ken")[0] == 0
+    assert cli("store", "lunch is at noon", "--agent", "other")[0] == 0
+    out = cli("recall", "who is the manager?")[1]
+    assert "Aiko Suzuki" in out and "no stored row" not in out
+    nothing = cli("recall", "zebra crossing")[1]
+    assert nothing.startswith("nothing relevant found") and "no stored row in this scope" in nothing
+
+
 def test_stats_shows_the_vector_model_and_queue(cli, fake_embed):
     eng = new_engine(cli.db, embedding_mode="http", embedding_url=fake_embed.url, task_queue_enabled=False)
     eng.store("kai", "embedded row")

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from cpersona.retrieval import recency, term_stats, word_prior
-from cpersona.retrieval.candidate import MEMORY, Candidate
+from cpersona.retrieval.candidate import Candidate
 from cpersona.storage import Session
 from cpersona.util.lru import LRU
 from cpersona.util.text import match_expression
@@ -147,20 +147,6 @@ def token_set(content: str) -> frozenset[str]:
         tokens = word_token_set(content)
         TOKEN_SETS.put(content, tokens)
     return tokens
-
-
-def learn(session: Session, rows: Iterable[Candidate]) -> None:
-    """Read the token sets of the memory rows of `rows` not yet held in `TOKEN_SETS` from
-    the word index's stored form (`SearchRepo.word_forms`): a split of what the index holds,
-    ~3 µs a row, instead of tokenising the text again, ~40 µs (the word form is a function of
-    the text alone, so the tokens are the same). Rows whose form is not stored are tokenised
-    when their coverage is asked."""
-    ids = {c.content: c.id for c in rows if c.kind == MEMORY}
-    todo = TOKEN_SETS.missing(ids)
-    if not todo:
-        return
-    for content, form in session.search.word_forms([ids[c] for c in todo]).items():
-        TOKEN_SETS.put(content, frozenset(form.split()))
 
 
 def cover(rows: list[Candidate], wq: WordQuery) -> None:

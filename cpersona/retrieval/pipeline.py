@@ -140,8 +140,6 @@ def fuse(ctx: RecallContext, req: RecallRequest, channels: dict[str, list[Candid
         backfill(ctx, req, [c for name in ("episodes", "keyword") for c in channels.get(name, [])])
         if ctx.words is not None:
             lexical.score_episodes(channels.get("episodes", []), ctx.words)
-            if ctx.words.terms:
-                lexical.learn(ctx.session, channels.get("vector", []))
             if ctx.keyword_ceiling:
                 fill_unlisted(channels.get("vector", []), channels.get("keyword", []), ctx.unlisted, ctx.words)
         alpha = ctx.cc_alpha
@@ -187,8 +185,6 @@ def _settle(ctx: RecallContext, req: RecallRequest, added: list[Candidate]) -> N
     """Fetched neighbour rows get what the candidates got before them: word coverage and the
     episode boundary penalty."""
     if ctx.words is not None:
-        if ctx.words.terms:
-            lexical.learn(ctx.session, added)
         lexical.cover(added, ctx.words)
     enabled, rate, floor = ctx.episode_penalty
     if enabled:

@@ -173,8 +173,6 @@ def keyword(session: Session, query: Query,
     if not found:
         return like(session, query), unlisted.NONE
     complete_scores(found, query.limit, trigram, query.text)
-    if wq.terms:
-        lexical.learn(session, found.values())
     scored = lexical.score(list(found.values()), wq)
     cut = [(hits[-1][1], name) for hits, name in ((trigram, "bm25"), (word_rows, "word_bm25"))
            if len(hits) >= query.limit]

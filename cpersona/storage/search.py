@@ -21,16 +21,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 
-from cpersona.storage import (
-    episodes,
-    fts_counts,
-    fts_top,
-    memories,
-    resident_fts,
-    resident_trigrams,
-    resident_words,
-    text_columns,
-)
+from cpersona.storage import episodes, fts_counts, fts_top, memories, resident_fts, resident_trigrams, resident_words
 from cpersona.storage.records import EpisodeRow, MemoryRow
 from cpersona.storage.scope import Scope
 
@@ -140,17 +131,6 @@ class SearchRepo:
             "ORDER BY m.created_at DESC, m.id DESC LIMIT ?"
         )
         return [MemoryRow._make(r) for r in self.conn.execute(sql, [pattern, *params, limit])]
-
-    def word_forms(self, ids: list[int]) -> dict[str, str]:
-        """The word index's stored form (`util/words.index_form`: the row's word tokens joined
-        by spaces) of each memory of `ids` that has one, keyed by the memory's text as read in
-        the same statement — so a form is never paired with another version of its row's text."""
-        if not ids or not self.fts_enabled:
-            return {}
-        marks = ",".join("?" * len(ids))
-        sql = (f"SELECT {text_columns.text('m.content')}, w.body FROM memories m "
-               f"JOIN memories_words w ON w.rowid = m.id WHERE m.id IN ({marks})")
-        return {content: body for content, body in self.conn.execute(sql, ids) if isinstance(body, str)}
 
     def pool_size(self, scope: Scope) -> int:
         """Memories + episodes inside `scope` (the rows the quality gate governs)."""

@@ -169,10 +169,6 @@ class PgSearchRepo:
                  "ORDER BY m.created_at DESC, m.id DESC LIMIT %s")
         return [MemoryRow._make(r) for r in self.conn.execute(query, [pattern, pattern, *params, limit])]
 
-    def word_forms(self, ids: list[int]) -> dict[str, str]:
-        """None held: PostgreSQL's word index keeps token counts, not the form (`SearchRepo.word_forms`)."""
-        return {}
-
     def pool_size(self, scope: Scope) -> int:
         """Memories + episodes inside `scope` (the rows the quality gate governs)."""
         where, params = predicate(scope)

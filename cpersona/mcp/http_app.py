@@ -36,6 +36,8 @@ from cpersona.mcp.http_origin import HostOriginGuard, HostRules
 log = logging.getLogger("cpersona.http")
 
 MCP_PATHS = ("/mcp", "/")
+#: Connections waiting to be accepted (uvicorn's default).
+LISTEN_BACKLOG = 2048
 CORS_METHODS = ("GET", "POST", "DELETE", "OPTIONS")
 CORS_HEADERS = ("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id")
 CORS_EXPOSE = ("Mcp-Session-Id",)
@@ -68,20 +70,19 @@ def build_http_app(server: MCPServer, settings: Settings, check: Check | None, r
 
 
 def listen(settings: Settings) -> socket.socket:
-    """The socket at CPERSONA_HTTP_HOST:CPERSONA_HTTP_PORT, bound before anything else starts,
-    so a port in use (or a host this machine does not have) stops the start with one line
-    instead of uvicorn's log after the banner. Raises ConfigError."""
+    """The listening socket at CPERSONA_HTTP_HOST:CPERSONA_HTTP_PORT, made before anything else
+    starts, so a port in use (or an address this machine does not have) stops the start with
+    one line instead of uvicorn's log after the banner. Bound as uvicorn binds (IPv6 when the
+    host holds a colon, else IPv4; SO_REUSEADDR) and listening at once, so a second server
+    started on the same port meanwhile is refused here too. Raises ConfigError."""
     host, port = settings.http_host, settings.http_port
-    sock: socket.socket | None = None
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-        sock = socket.socket(family, kind, proto)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a restart reuses the port
-        sock.bind(address)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
     except OSError as err:
-        if sock is not None:
-            sock.close()
+        sock.close()
         why = err.strerror or str(err)
         raise ConfigError(f"cannot listen on {host}:{port} (CPERSONA_HTTP_HOST / CPERSONA_HTTP_PORT): {why}") from None
     return sock

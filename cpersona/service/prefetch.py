@@ -10,13 +10,14 @@ soon as it has read the request (`QueryPrefetch.start`, called through
 of the same text. Paired over MCP stdio at 10k rows: recall p50 −0.36 / −0.62 ms.
 
 A prefetch no recall takes (its request failed its argument checks, was refused, or asked for
-no rows) costs an embedding, so they are bounded: at most `MAX_PENDING` are held at once — a
-request read while that many wait starts nothing — and one not taken within `TTL_S` is dropped
-(cancelled when it has not started). A flood of refused requests therefore costs at most
-`MAX_PENDING` embeddings of at most `MAX_CHARS` characters per `TTL_S`, and never queues more
-than that ahead of a recall's own embedding. An embedding that has already failed (None, or
-raised) is not handed out: the recall embeds its query itself, so its answer says whether the
-backend answers now.
+no rows) costs an embedding, so they are bounded: at most `MAX_PENDING` are held at once and
+only one runs at a time — a request read meanwhile starts nothing —, one not taken within
+`TTL_S` is dropped (cancelled when it has not started), and the service starts none while the
+backend is busy. A flood of refused requests (found by break-it testers: an ACL-denied client
+sending 20 a second) therefore costs at most `MAX_PENDING` embeddings of at most `MAX_CHARS`
+characters per `TTL_S`, and a recall's own embedding waits behind at most one of them.
+An embedding that has already failed (None, or raised) is not handed out: the recall embeds
+its query itself, so its answer says whether the backend answers now.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 
-#: Prefetched embeddings held for their recall at once.
-MAX_PENDING = 4
+#: Prefetched embeddings held for their recall at once (one of them running at a time).
+MAX_PENDING = 2
 #: Seconds a prefetched embedding waits for its recall (the SDK dispatches a request in ~1 ms).
 TTL_S = 1.0
 #: Longer queries are not prefetched: their embedding takes far longer than the ~0.5 ms a head
-#: start saves (~0.3 s for 16,000 characters), and a flood of them would hold the model.
-MAX_CHARS = 1000
+#: start saves (1,000 emoji ~65 ms, 16,000 characters ~0.3 s), and refused ones would hold the model.
+MAX_CHARS = 256
 
 
 class QueryPrefetch:
@@ -48,12 +49,13 @@ class QueryPrefetch:
         self._lock = threading.Lock()
 
     def start(self, text: str, submit: Callable[[str], Future]) -> bool:
-        """Start `submit(text)` unless an embedding of `text` is already held or `max_pending`
-        are. Returns True when one was started. Raises what `submit` raises (RuntimeError
-        after shutdown)."""
+        """Start `submit(text)` unless an embedding of `text` is already held, `max_pending`
+        are, or one of them is still running. Returns True when one was started. Raises what
+        `submit` raises (RuntimeError after shutdown)."""
         with self._lock:
             self._expire()
-            if text in self._pending or len(self._pending) >= self._max:
+            busy = any(not future.done() for _, future in self._pending.values())
+            if busy or text in self._pending or len(self._pending) >= self._max:
                 return False
             self._pending[text] = (self._clock(), submit(text))
         return True

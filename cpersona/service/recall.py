@@ -166,8 +166,8 @@ class RecallService(ServiceBase):
         the recall of that query then takes the running embedding. `query` is the argument as
         the transport read it. Returns True when an embedding was started; a query the recall
         would refuse or not embed (not a string, too long, blank or invisible), a query longer
-        than `prefetch.MAX_CHARS`, no backend, a model still loading or a stalled backend start
-        nothing, and the recall then runs as without a prefetch."""
+        than `prefetch.MAX_CHARS`, no backend, a model still loading or busy start nothing, and
+        the recall then runs as without a prefetch."""
         try:
             text = validate.query(query)
         except InvalidArgument:
@@ -176,8 +176,8 @@ class RecallService(ServiceBase):
         if len(text) > prefetch.MAX_CHARS or not visible(text) or backend is None \
                 or not getattr(backend, "ready", lambda: True)():
             return False
-        if self.gateway.not_answering(self.settings.embed_wait_secs) is not None:
-            return False
+        if getattr(backend, "in_flight", lambda: None)() is not None:
+            return False  # busy (a store's batch, another query): a head start would only queue
         try:
             return self._prefetch.start(text, lambda t: self._query_pool.submit(self.gateway.embed_query, t))
         except RuntimeError:  # the engine is closing: its pools take no more work

@@ -179,7 +179,8 @@ def test_health_route_is_liveness_only_and_needs_no_token(server):
 def test_a_port_in_use_stops_the_start_with_one_line(tmp_path):
     import socket
 
-    with socket.socket() as taken:
+    with socket.socket() as taken:  # as another server listens: SO_REUSEADDR, listening
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]

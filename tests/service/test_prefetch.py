@@ -37,14 +37,22 @@ def test_queue_hands_each_embedding_out_once_and_holds_at_most_max_pending():
     assert q.start("c", _done)  # room again
 
 
+def test_only_one_prefetch_runs_at_a_time():
+    q = QueryPrefetch(max_pending=3)
+    running: Future = Future()
+    assert q.start("a", lambda _t: running)
+    assert not q.start("b", _done)  # "a" still runs: a refused request's embedding must not queue more
+    running.set_result("a")
+    assert q.start("b", _done)
+
+
 def test_an_embedding_no_recall_takes_is_dropped_after_the_ttl_and_cancelled_if_not_started():
     clock = _Clock()
     q = QueryPrefetch(max_pending=2, ttl_s=1.0, clock=clock)
-    waiting: Future = Future()  # not started: a flood's prefetches queued behind a busy model
+    waiting: Future = Future()  # not started: queued behind a busy model
     assert q.start("a", lambda _t: waiting)
-    clock.now += 0.5
-    assert q.start("b", _done)
-    clock.now += 0.6  # "a" has waited 1.1 s
+    clock.now += 1.1  # "a" has waited 1.1 s
+    assert q.start("b", _done)  # "a" expired, and was cancelled
     assert q.take("a") is None and waiting.cancelled()
     assert q.take("b").result() == "b"
 
@@ -53,11 +61,11 @@ def test_a_failed_embedding_is_not_handed_out():
     failed: Future = Future()
     failed.set_exception(RuntimeError("worker died"))
     q = QueryPrefetch()
-    q.start("none", lambda _t: _done(None))  # embed_query answers None when the backend failed
-    q.start("raised", lambda _t: failed)
+    assert q.start("none", lambda _t: _done(None))  # embed_query answers None when the backend failed
+    assert q.start("raised", lambda _t: failed)
     assert q.take("none") is None and q.take("raised") is None and len(q) == 0
     running: Future = Future()
-    q.start("running", lambda _t: running)
+    assert q.start("running", lambda _t: running)
     assert q.take("running") is running  # still running: its outcome is the backend's answer now
 
 

@@ -67,8 +67,11 @@ def _deep_lines(deep: dict[str, Any]) -> list[str]:
 def render(report: dict[str, Any], db: str, code: int, strict: bool) -> str:
     """The text report: summary line, one line per issue, skipped checks, deep findings, exit."""
     s = report.get("severity_summary", {})
-    repaired = any(issue.get("fixed") for issue in report.get("issues", []))
-    fixed = (" (fix applied)" if repaired else " (nothing to repair)") if report.get("fixed") else ""
+    issues = report.get("issues", [])
+    left = any(i.get("severity") in ("warn", "critical") for i in issues)  # info findings need nothing
+    done = " (fix applied)" if any(i.get("fixed") for i in issues) else \
+        " (nothing --fix could repair)" if left else " (nothing to repair)"
+    fixed = done if report.get("fixed") else ""
     total = report.get("total_memories")
     lines = [f"{db}: {'?' if total is None else total} memories — critical {s.get('critical', 0)}, warn "
              f"{s.get('warn', 0)}, info {s.get('info', 0)} — {report.get('status')}{fixed}"]

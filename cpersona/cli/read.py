@@ -33,7 +33,7 @@ from cpersona.cli.common import (
 )
 from cpersona.config import Settings
 from cpersona.policy.validate import MAX_LIMIT
-from cpersona.service.recall import NO_MATCH_NOTE, WITHHELD_WHY
+from cpersona.service.recall import NO_MATCH_NOTE, NO_WORD_MATCH_NOTE, WITHHELD_WHY
 
 
 def _agents(engine) -> list[str]:
@@ -231,7 +231,8 @@ def _print_recall(query: str, answers: dict[str, Any], mismatch: bool = False, d
     out = console()
     out.print(rows if shown else "nothing relevant found")
     # e.g. a misspelt agent id: it has no rows; "nothing matched" only when no agent answered
-    notes = {a["note"] for a in answers.values() if a.get("note") and not (shown and a["note"] == NO_MATCH_NOTE)}
+    nothing = (NO_MATCH_NOTE, NO_WORD_MATCH_NOTE)
+    notes = {a["note"] for a in answers.values() if a.get("note") and not (shown and a["note"] in nothing)}
     for note in sorted(notes):
         out.print(f"[dim]note: {note}[/dim]")
     withheld = sum(a.get("withheld", {}).get("rows", 0) for a in answers.values())

@@ -77,6 +77,9 @@ class PoolCounts:
 INVISIBLE_NOTE = "the query holds only invisible characters (such as U+200B): answered as a blank query, newest first"
 #: The note of an empty answer with nothing withheld: not one row was a candidate.
 NO_MATCH_NOTE = "no stored row in this scope shares a word with the query or is near enough to its meaning"
+#: ... when the recall had no query vector (no backend, or it failed): meaning was not searched.
+NO_WORD_MATCH_NOTE = ("no stored row in this scope shares a word with the query; without a query vector "
+                      "nothing was searched by meaning")
 #: Why a recall answered no row although some rows matched (retrieval/gate.py: per-row gate, answer bar).
 WITHHELD_WHY = "rows matched, but none holds enough of the query's words or is near enough to its meaning"
 
@@ -141,12 +144,13 @@ class RecallService(ServiceBase):
         if trace is not None:
             trace.update(ctx.trace)
         response: RecallResult = {"messages": messages}
-        if not messages and req.query.strip() and self.pool_size(req.scope) == 0:
+        if not messages and self.pool_size(req.scope) == 0:
             response["note"] = f"agent {req.agent_id!r} has no memories or episodes in this scope"
         elif invisible:
             response["note"] = INVISIBLE_NOTE
-        elif not messages and req.query.strip() and not ctx.withheld:
-            response["note"] = NO_MATCH_NOTE
+        elif not messages and req.query.strip() and not ctx.withheld and not req.exclude_contents:
+            # (with exclusions a row may have matched and been left out on request)
+            response["note"] = NO_MATCH_NOTE if ctx.vectors else NO_WORD_MATCH_NOTE
         if ctx.withheld:
             why = f"none of the matched rows mentions {', '.join(ctx.unmentioned)}" if ctx.unmentioned else WITHHELD_WHY
             response["withheld"] = {"rows": ctx.withheld, "why": why}

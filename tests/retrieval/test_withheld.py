@@ -6,7 +6,7 @@ from __future__ import annotations
 from cpersona.retrieval import lexical
 from cpersona.retrieval.candidate import EPISODE, Candidate
 from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.service.recall import NO_MATCH_NOTE
+from cpersona.service.recall import NO_MATCH_NOTE, NO_WORD_MATCH_NOTE
 
 
 def test_an_empty_answer_names_the_rows_it_held_back(engine_none):
@@ -22,14 +22,15 @@ def test_an_empty_answer_names_the_rows_it_held_back(engine_none):
     assert found["messages"] and "withheld" not in found
     nothing = engine_none.recall(RecallRequest("me", "zebra crossing", 5))
     assert nothing["messages"] == [] and "withheld" not in nothing  # nothing matched at all: said so
-    assert nothing["note"] == NO_MATCH_NOTE
+    assert nothing["note"] == NO_WORD_MATCH_NOTE  # no embeddings here: meaning was not searched
 
 
 def test_an_agent_without_rows_is_named_rather_than_answered_empty(engine_none):
     engine_none.store("dev", "Deploys go out on Thursdays")
     typo = engine_none.recall(RecallRequest("Dev", "when do deploys happen?", 5))
     assert typo["messages"] == [] and typo["note"] == "agent 'Dev' has no memories or episodes in this scope"
-    assert engine_none.recall(RecallRequest("dev", "zebra crossing", 5))["note"] == NO_MATCH_NOTE  # the agent exists
+    assert engine_none.recall(RecallRequest("dev", "zebra crossing", 5))["note"] == NO_WORD_MATCH_NOTE  # it exists
+    assert "has no memories" in engine_none.recall(RecallRequest("Dev", "", 5))["note"]  # a blank query too
     assert "note" not in engine_none.recall(RecallRequest("dev", "deploys", 5))
 
 
@@ -60,3 +61,15 @@ def test_an_episode_matching_a_fragment_of_a_word_is_no_perfect_keyword_match():
     lexical.score_episodes([fragment, holder], wq)
     assert fragment.coverage == 0.0 and fragment.lexical == 0.5
     assert holder.coverage == 1.0 and holder.lexical == 0.5
+
+
+def test_nothing_matched_is_said_only_when_nothing_was_left_out_on_request(engine_http):
+    engine_http.store("me", "I drink coffee every morning")
+    excluded = engine_http.recall(RecallRequest("me", "coffee", 5, exclude_contents=("I drink coffee every morning",)))
+    assert excluded["messages"] == [] and "note" not in excluded  # a row matched: left out on request
+    context = engine_http.recall_with_context(RecallRequest("me", "coffee", 5), external_context=[
+        {"role": "user", "content": "I drink coffee every morning"}])
+    assert context["messages"] and "note" not in context
+    nothing = engine_http.recall(RecallRequest("me", "zebra crossing", 5))
+    if not nothing["messages"] and "withheld" not in nothing:
+        assert nothing["note"] == NO_MATCH_NOTE  # with a query vector: words and meaning were searched

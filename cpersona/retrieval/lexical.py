@@ -32,12 +32,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from cpersona.retrieval import recency, term_stats, word_prior
 from cpersona.retrieval.candidate import Candidate
 from cpersona.storage import Session
-from cpersona.util.lru import LRU
 from cpersona.util.text import match_expression
 from cpersona.util.words import is_bigram, query_terms, spellings, word_token_set
 
@@ -135,18 +134,10 @@ def word_hits(session: Session, wq: WordQuery, run: Callable[[str], list]) -> li
     return run(match_expression(list(wq.match_terms or wq.terms))) if wq.terms else []
 
 
-#: Stored text → its word-index tokens, for the 8,192 most recently used texts (the same rows
-#: come back recall after recall).
-TOKEN_SETS: LRU[str, frozenset[str]] = LRU(8192)
-
-
+@lru_cache(maxsize=8192)
 def token_set(content: str) -> frozenset[str]:
-    """The word-index tokens of a stored text (`TOKEN_SETS`, else tokenised)."""
-    tokens = TOKEN_SETS.get(content)
-    if tokens is None:
-        tokens = word_token_set(content)
-        TOKEN_SETS.put(content, tokens)
-    return tokens
+    """The word-index tokens of a stored text (cached: the same rows come back recall after recall)."""
+    return word_token_set(content)
 
 
 def cover(rows: list[Candidate], wq: WordQuery) -> None:

@@ -1,4 +1,4 @@
-"""The rows' word-token sets kept for their coverage (retrieval/lexical.py `TOKEN_SETS`, util/lru.py)."""
+"""The bounded LRU map (util/lru.py) and the rows' cached word-token sets (retrieval/lexical.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ def test_lru_keeps_the_most_recently_used():
 
 
 def test_a_token_set_is_the_texts_tokens_whether_cached_or_not():
-    lexical.TOKEN_SETS.clear()
+    lexical.token_set.cache_clear()
     text = "2023年10月11日にsession-cache v1.11.20を本番リリース ERR_DISK_9755"
     assert lexical.token_set(text) == word_token_set(text)  # tokenised on a miss
-    assert lexical.TOKEN_SETS.missing([text]) == []
     assert lexical.token_set(text) == word_token_set(text)  # the cached set
+    assert lexical.token_set.cache_info().hits == 1

@@ -32,7 +32,6 @@ from cpersona.retrieval.pipeline import recall as run_pipeline
 from cpersona.service import prefetch
 from cpersona.service.base import ServiceBase
 from cpersona.service.outcomes import RecallResult
-from cpersona.service.prefetch import QueryPrefetch
 from cpersona.service.shaping import compact_recall
 from cpersona.storage import Database, Session
 from cpersona.storage.scope import Scope
@@ -88,7 +87,7 @@ class RecallService(ServiceBase):
     """The read tools; mixed into `Engine` (which sets `_query_pool`, `_prefetch` and `_pool_counts`)."""
 
     _query_pool: ThreadPoolExecutor
-    _prefetch: QueryPrefetch
+    _prefetch: prefetch.QueryPrefetch
     _read_pool: ThreadPoolExecutor
     _pool_counts: PoolCounts
 

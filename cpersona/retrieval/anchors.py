@@ -23,7 +23,7 @@ and be close in meaning (the row about `CVE-2024-3094` shares all of a question 
   (`Mel` / `Melanie`, `Postgres` / `PostgreSQL`) and an embedding model knows such aliases, so a
   row holding none of the query's names is not ruled out: its words just count for nothing,
   and its cosine alone must carry the answer (`gate.UNNAMED`). A row holds a name when one of
-  its word-index tokens (retrieval/lexical.py `token_set`: case folded, English stems) is the
+  its word-index tokens (retrieval/lexical.py `holds_word`: case folded, English stems) is the
   name's.
 
 Capitalisation marks names in English and the other Latin-script languages that keep
@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from cpersona.retrieval.lexical import ASCII_RUN, token_set
+from cpersona.retrieval.lexical import ASCII_RUN, holds_word
 from cpersona.util.text import STOPWORDS
 from cpersona.util.words import match_form, query_terms
 
@@ -133,8 +133,7 @@ class Anchors:
         """Whether `content` holds one of the names as a word (True when the query has none)."""
         if not self.names:
             return True
-        tokens = token_set(content)
-        return any(term in tokens for term, _ in self.names)
+        return any(holds_word(content, term) for term, _ in self.names)
 
     def missing(self, contents: list[str]) -> list[str]:
         """The anchors (as written) that none of `contents` holds: identifiers one by one, the

@@ -32,13 +32,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 
+from cpersona.index import token_sets
 from cpersona.retrieval import recency, term_stats, word_prior
 from cpersona.retrieval.candidate import Candidate
 from cpersona.storage import Session
 from cpersona.util.text import match_expression
-from cpersona.util.words import is_bigram, query_terms, spellings, word_token_set
+from cpersona.util.words import is_bigram, query_terms, spellings
 
 WORDS = "memories_words"
 
@@ -64,7 +65,7 @@ class WordQuery:
     def coverage(self, content: str) -> float:
         """Σ idf of the terms `content` holds / Σ idf of all terms (0 without terms); the
         best alternative for an OR query."""
-        present = token_set(content)
+        present = token_sets.packed(content)
         return max((_share(pairs, total, present) for pairs, total in self._weights), default=0.0)
 
     def credited(self, content: str, coverage: float) -> float:
@@ -79,16 +80,17 @@ class WordQuery:
 
     @cached_property
     def _weights(self) -> tuple[tuple[tuple[tuple[str, float], ...], float], ...]:
-        """Each alternative's (term, idf) pairs and their Σ idf: the same for every row."""
+        """Each alternative's (`token_sets.needle` of a term, its idf) pairs and their Σ idf:
+        the same for every row."""
         out = []
         for group in self.groups or (self.terms,):
-            pairs = tuple((t, self.idf.get(t, 0.0)) for t in group)
+            pairs = tuple((token_sets.needle(t), self.idf.get(t, 0.0)) for t in group)
             out.append((pairs, sum(w for _, w in pairs)))
         return tuple(out)
 
 
-def _share(pairs: tuple[tuple[str, float], ...], total: float, present: frozenset[str]) -> float:
-    return sum(w for t, w in pairs if t in present) / total if total > 0 else 0.0
+def _share(pairs: tuple[tuple[str, float], ...], total: float, present: str) -> float:
+    return sum(w for needle, w in pairs if needle in present) / total if total > 0 else 0.0
 
 
 #: Runs of ASCII letters, digits and identifier punctuation; one is an identifier when it has
@@ -134,10 +136,9 @@ def word_hits(session: Session, wq: WordQuery, run: Callable[[str], list]) -> li
     return run(match_expression(list(wq.match_terms or wq.terms))) if wq.terms else []
 
 
-@lru_cache(maxsize=8192)
-def token_set(content: str) -> frozenset[str]:
-    """The word-index tokens of a stored text (cached: the same rows come back recall after recall)."""
-    return word_token_set(content)
+def holds_word(content: str, term: str) -> bool:
+    """Whether `term` is one of the word-index tokens of `content` (index/token_sets.py)."""
+    return token_sets.needle(term) in token_sets.packed(content)
 
 
 def cover(rows: list[Candidate], wq: WordQuery) -> None:

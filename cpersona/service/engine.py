@@ -33,6 +33,8 @@ from cpersona.embedding.base import Embedder
 from cpersona.embedding.cache import QueryCache
 from cpersona.embedding.gateway import EmbeddingGateway
 from cpersona.embedding.provider import build_embedder
+from cpersona.errors import StorageUnavailable
+from cpersona.index import token_sets
 from cpersona.index.resident import ResidentIndexes
 from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy.pause import Pause
@@ -111,6 +113,8 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         self._read_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cpersona-recall-read")
         self._pool_counts = PoolCounts()
         self._started = False
+        self._closing = threading.Event()
+        self._token_fill: threading.Thread | None = None
         # Built idle: the server starts it once per process (cli/serve.py); tools and the CLI never fetch.
         self.updates = UpdateCheck(settings)
         if start_background:
@@ -126,15 +130,18 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         return self.gateway.advisory
 
     def start_background(self) -> None:
-        """Start loading the embedding model, the task queue worker, the startup
-        calibration and the integrity check (a read-only file runs neither queue nor
-        calibration: they write). Idempotent."""
+        """Start loading the embedding model, tokenising the stored texts for recall's word
+        coverage (index/token_sets.py), the task queue worker, the startup calibration and
+        the integrity check (a read-only file runs neither queue nor calibration: they
+        write). Idempotent."""
         if self._started:
             return
         self._started = True
         start = getattr(self.embedder, "start", None)
         if start is not None:
             start()
+        self._token_fill = threading.Thread(target=self._fill_token_sets, name="cpersona-token-sets", daemon=True)
+        self._token_fill.start()
         if self.settings.task_queue_enabled and not self.db.read_only:
             self.queue.start()
         if not self.db.read_only:
@@ -145,6 +152,19 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
                 threading.Thread(target=self._recover_bulk_writes, name="cpersona-bulk-recovery", daemon=True).start()
         if self.settings.startup_integrity_check and not self.db.memory:
             self.start_integrity_watch()
+
+    def _fill_token_sets(self) -> None:
+        """Tokenise every stored memory ahead of recall (index/token_sets.py); stops at close."""
+        try:
+            token_sets.fill_from(self.db, self._closing.is_set)
+        except StorageUnavailable as err:  # storage/failures.py has logged the condition; recalls report it
+            log.debug("tokenising the stored texts stopped: %s", err)
+        except Exception:
+            if self._closing.is_set():
+                log.debug("tokenising the stored texts stopped by close", exc_info=True)
+            else:
+                log.exception("tokenising the stored texts ahead of recall failed; "
+                              "recall tokenises rows as it meets them")
 
     def _recover_bulk_writes(self) -> None:
         """Undo (or finish) the imports and merges a killed process left half done."""
@@ -157,6 +177,9 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         """Stop background work and close the database and backend. Idempotent. The backend
         closes first: an embedding in flight (a worker stopped mid-batch) then fails at once
         instead of holding the threads joined here until its watchdog fires (~15 s)."""
+        self._closing.set()
+        if self._token_fill is not None:
+            self._token_fill.join()  # it reads the database: done before the database closes
         self.gateway.close()
         self.queue.stop()
         self.calibration.stop()

@@ -6,7 +6,7 @@ import sqlite3
 from typing import Any
 
 from cpersona.errors import Refused
-from cpersona.storage import paging, text_columns
+from cpersona.storage import paging, session_memo, text_columns
 from cpersona.storage.records import EpisodeDraft, EpisodeRow, RowRef
 from cpersona.storage.scope import Scope
 
@@ -25,6 +25,7 @@ class EpisodeRepo:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self._memo: dict = {}  # storage/session_memo.py
 
     def insert(self, d: EpisodeDraft, blob: bytes | None) -> RowRef:
         """Plain INSERT; the new row's ref."""
@@ -72,9 +73,11 @@ class EpisodeRepo:
         return EpisodeRow._make(row) if row else None
 
     def latest_created(self, scope: Scope) -> str | None:
-        """created_at of the newest episode inside `scope` (the episode boundary)."""
+        """created_at of the newest episode inside `scope` (the episode boundary); read once
+        per session (storage/session_memo.py)."""
         where, params = scope.predicate()
-        return self.conn.execute(f"SELECT MAX(created_at) FROM episodes WHERE {where}", params).fetchone()[0]
+        return session_memo.once(self.conn, self._memo, ("latest", scope), lambda: self.conn.execute(
+            f"SELECT MAX(created_at) FROM episodes WHERE {where}", params).fetchone()[0])
 
     def dated(self, scope: Scope) -> list[tuple[int, str]]:
         """(id, time) of every episode inside `scope`: its start time, else its creation time

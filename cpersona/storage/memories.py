@@ -183,6 +183,14 @@ class MemoryRepo:
         sql = f"SELECT {READ_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC LIMIT ?"
         return [MemoryRow._make(r) for r in self.conn.execute(sql, [*params, limit])]
 
+    def texts(self, before_id: int | None, limit: int) -> list[tuple[int, str]]:
+        """(id, content) of up to `limit` memories of every agent with an id below `before_id`
+        (None: from the newest), highest id first: keyset pages of the whole table, for the
+        word-token sets held in memory (index/token_sets.py). Content reads as `fetch` reads it."""
+        below = "" if before_id is None else "WHERE m.id < ? "
+        sql = f"SELECT m.id, {text_columns.text('m.content')} FROM memories m {below}ORDER BY m.id DESC LIMIT ?"
+        return self.conn.execute(sql, [*([] if before_id is None else [before_id]), limit]).fetchall()
+
     def ids_with_source(self, scope: Scope, source_id: str) -> list[int]:
         """Ids of in-scope memories whose source.id starts with `source_id`."""
         where, params = row_filter(scope, source_id)

@@ -21,7 +21,16 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 
-from cpersona.storage import episodes, fts_counts, fts_top, memories, resident_fts, resident_trigrams, resident_words
+from cpersona.storage import (
+    episodes,
+    fts_counts,
+    fts_top,
+    memories,
+    resident_fts,
+    resident_trigrams,
+    resident_words,
+    session_memo,
+)
 from cpersona.storage.records import EpisodeRow, MemoryRow
 from cpersona.storage.scope import Scope
 
@@ -66,6 +75,7 @@ class SearchRepo:
         self.conn = conn
         self.fts_enabled = fts_enabled
         self.resident = resident
+        self._memo: dict = {}  # storage/session_memo.py
 
     def memories_fts(self, expr: str, scope: Scope, source_id: str, limit: int) -> list[tuple[MemoryRow, float]]:
         """Memories matching the MATCH expression `expr` inside the scope, best bm25 first."""
@@ -139,9 +149,11 @@ class SearchRepo:
         return self.conn.execute(sql, params + params).fetchone()[0]
 
     def table_size(self, fts: str) -> int:
-        """Largest rowid of the content table behind `fts` (an upper bound of its rows)."""
+        """Largest rowid of the content table behind `fts` (an upper bound of its rows); read
+        once per session (storage/session_memo.py)."""
         table = _FTS[fts][0]
-        return self.conn.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {table}").fetchone()[0]
+        return session_memo.once(self.conn, self._memo, ("size", table), lambda: self.conn.execute(
+            f"SELECT COALESCE(MAX(rowid), 0) FROM {table}").fetchone()[0])
 
     def term_doc_counts(self, fts: str, grams: list[str]) -> dict[str, int]:
         """Rows of `fts` containing each term (a trigram, or a word of the word index), read

@@ -138,6 +138,13 @@ class PgMemoryRepo:
         sql = f"SELECT {ROW_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC LIMIT %s"
         return [MemoryRow._make(r) for r in self.conn.execute(sql, [*params, limit])]
 
+    def texts(self, before_id: int | None, limit: int) -> list[tuple[int, str]]:
+        """(id, content) of up to `limit` memories of every agent with an id below `before_id`
+        (None: from the newest), highest id first (`MemoryRepo.texts`)."""
+        below = "" if before_id is None else "WHERE id < %s "
+        sql = f"SELECT id, content FROM memories {below}ORDER BY id DESC LIMIT %s"
+        return self.conn.execute(sql, [*([] if before_id is None else [before_id]), limit]).fetchall()
+
     def ids_with_source(self, scope: Scope, source_id: str) -> list[int]:
         """Ids of in-scope memories whose source.id starts with `source_id`."""
         where, params = row_filter(scope, source_id)

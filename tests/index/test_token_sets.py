@@ -1,0 +1,90 @@
+"""The stored texts' word-token sets held in memory (index/token_sets.py) and recall's use of
+them (retrieval/lexical.py `holds_word`, `WordQuery.coverage`)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from cpersona.index import token_sets
+from cpersona.retrieval.lexical import WordQuery, holds_word
+from cpersona.util.words import word_token_set, word_tokens
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quality_helpers import contents, recall
+
+TEXTS = [
+    "2023年10月11日にsession-cache v1.11.20を本番リリース ERR_DISK_9755",
+    "Caroline uses the deploy script; the user's deploy was used twice",
+    "ｗｉｄｅ ＮＡＳ２ and zero\u200bwidth, 서울 广西 雨",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_held_set_answers_as_the_texts_tokens(text):
+    tokens = word_token_set(text)
+    assert all(holds_word(text, t) for t in tokens)
+    # a part of a token, two tokens joined, a token with its neighbour's first letter: none is held
+    for near in ({t[:-1] for t in tokens if len(t) > 1} | {a + b for a in tokens for b in tokens}) - tokens:
+        assert not holds_word(text, near), near
+    assert not holds_word(text, "")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60), st.lists(st.text(max_size=8), max_size=6))
+def test_holding_a_word_is_membership_in_the_tokens(text, terms):
+    tokens = word_token_set(text)
+    for term in [*terms, *word_tokens(text)]:
+        assert holds_word(text, term) == (term in tokens)
+
+
+def test_coverage_counts_the_idf_of_the_terms_a_row_holds():
+    wq = WordQuery(("deploy", "kubernet"), {"deploy": 1.0, "kubernet": 3.0})
+    assert wq.coverage("we deployed it") == pytest.approx(0.25)
+    assert wq.coverage("Kubernetes deploys") == pytest.approx(1.0)
+    assert wq.coverage("nothing here") == 0.0
+    either = WordQuery(("广西", "桂林"), {"广西": 1.0, "桂林": 1.0}, groups=(("广西",), ("桂林",)))
+    assert either.coverage("桂林的山水") == pytest.approx(1.0)  # an OR query: the best alternative
+
+
+def test_fill_stops_when_asked_and_at_the_bound(monkeypatch):
+    token_sets.packed.cache_clear()
+    pages = [[f"text number {i}-{j}" for j in range(3)] for i in range(4)]
+    assert token_sets.fill(iter(pages)) == 12
+    assert token_sets.packed.cache_info().currsize == 12
+    asked = []
+    assert token_sets.fill(iter(pages), stop=lambda: len(asked.append(1) or asked) > 5) == 5
+    monkeypatch.setattr(token_sets, "MAX_TEXTS", 7)
+    assert token_sets.fill(iter(pages)) == 7
+
+
+@pytest.mark.both_backends
+def test_a_served_store_is_tokenised_at_start_and_stops_at_close(make_engine, monkeypatch):
+    first = make_engine("a.db", embedding_mode="none")
+    texts = [f"note {i}: the deploy of service-{i} moved to rack {i % 7}" for i in range(600)]
+    for i, text in enumerate(texts):
+        assert first.store(f"agent-{i % 3}", text)["result"] == "stored"
+    first.close()
+    token_sets.packed.cache_clear()
+    monkeypatch.setattr(token_sets, "PAGE", 64)  # several pages, each its own read
+    filled = threading.Event()
+    real = token_sets.fill_from
+
+    def fill_from(db, stop):
+        try:
+            return real(db, stop)
+        finally:
+            filled.set()
+
+    monkeypatch.setattr(token_sets, "fill_from", fill_from)
+    again = make_engine("a.db", embedding_mode="none")
+    assert filled.wait(30)
+    info = token_sets.packed.cache_info()
+    assert info.currsize == len(texts) and info.misses == len(texts)
+    assert contents(recall(again, "deploy of service-3", agent="agent-0", limit=3))
+    assert token_sets.packed.cache_info().misses == len(texts)  # recall tokenised no stored row again
+    again.close()
+    assert not again._token_fill.is_alive()
+

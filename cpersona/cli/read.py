@@ -92,7 +92,8 @@ def _agents_table(per_agent: list[dict[str, Any]]):
                        str(a["episodes"]), "yes" if a["profiles"] else "no", a["last_memory"] or "–")
     total = [sum(a[k] for a in per_agent) for k in ("memories", "locked", "without_vector", "episodes")]
     with_profile = sum(1 for a in per_agent if a["profiles"])
-    agents.add_row(f"{len(per_agent)} agents", *(str(t) for t in total), f"{with_profile} with", "", style="bold")
+    noun = "agent" if len(per_agent) == 1 else "agents"
+    agents.add_row(f"{len(per_agent)} {noun}", *(str(t) for t in total), f"{with_profile} with", "", style="bold")
     return agents
 
 

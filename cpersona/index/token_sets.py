@@ -5,29 +5,33 @@ Tokenising a row (`util/words.word_token_set`: NFKC, case folding, Snowball stem
 bigrams) costs ~40 µs; a recall scores ~50 rows, most of which it has never seen before
 (at 10k rows the keyword channel, the vector channel and the neighbour turns each bring
 their own), so recall spent ~0.8 ms tokenising on the path after its query vector arrived
-(benchmarks/README.md, round 15). Here every text's set is kept as one string: its distinct
+(benchmarks/README.md, round 15). Here a text's set is kept as one string: its distinct
 tokens, each between NUL characters (``"\\0use\\0deploy\\0"``). The tokens are letters and
 digits only, so a term is in the set exactly when ``"\\0term\\0"`` is a substring: one C
-substring search (~0.2 µs), no hashing of tokens and no false match. A set costs ~0.35 KB
-(SCALE: 40 tokens a row), plus the text it is keyed by.
+substring search (~0.2 µs), no hashing of tokens and no false match.
 
-`packed(text)` is the set of `text`, tokenised on first use and kept in a least-recently
-used map of MAX_TEXTS texts (keyed by the text itself: a row whose text changed is simply
-another key, so no write, by this process or another, can make an answer stale).
-`fill(pages)` tokenises a store's texts ahead of use, newest first, yielding the interpreter
-between pages (the server starts it in a background thread at start: ~0.4 s of CPU at 10k
-rows, ~3.6 s at 100k; memory ~6 MB at 10k rows, ~60 MB at 100k). Thread-safe
-(`functools.lru_cache`).
+`packed(text)` is the set of `text`, tokenised on first use and kept, keyed by the text
+itself (a row whose text changed is simply another key, so no write, by this process or
+another, can make an answer stale), least recently used first out, within MAX_BYTES of
+memory (texts, sets and their entries, as `sys.getsizeof` counts them); a text whose entry
+would take more than MAX_ENTRY_BYTES is tokenised each time, never kept. `fill(pages)`
+tokenises a store's texts ahead of use, newest first, until the budget is spent; the server
+runs it in a background thread at start, at half a CPU at most (it sleeps as long as it
+worked), so recalls meanwhile keep most of theirs. SCALE (~100 characters a row): ~0.6 KB
+a row, ~0.4 s of CPU at 10k rows, ~3.6 s at 100k, every row held up to ~130k rows.
+Thread-safe.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from functools import lru_cache
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from cpersona.util.threads import yield_gil
 from cpersona.util.words import word_token_set
 
 if TYPE_CHECKING:
@@ -35,51 +39,124 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Texts whose sets are kept: the resident FTS indexes' bound (storage/resident_fts.py), so a
-#: store they hold is held here too (~100 MB at the bound).
-MAX_TEXTS = 150_000
+#: Memory the held sets may take, bytes: every row of a 100k-row store of ~100-character rows.
+MAX_BYTES = 80 * 2**20
+#: The largest entry kept (a 16,000-character Latin text with its set: ~35 KB; CJK ~170 KB).
+MAX_ENTRY_BYTES = 256 * 2**10
+#: An entry's share of the map itself (OrderedDict slot and link), bytes, added to its strings.
+ENTRY_OVERHEAD = 120
 #: Memories read per read transaction by `fill_from`.
 PAGE = 256
 #: Separates (and ends) the tokens of a set: never part of a token (letters and digits only).
 SEP = "\0"
-
-
-@lru_cache(maxsize=MAX_TEXTS)
-def packed(text: str) -> str:
-    """The distinct word-index tokens of `text` (`word_token_set`), each between SEP
-    characters; `needle(t) in packed(text)` ⇔ `t in word_token_set(text)`."""
-    tokens = word_token_set(text)
-    return SEP + SEP.join(tokens) + SEP if tokens else SEP
-
-
 #: A needle no set holds (sets never have two SEPs in a row: no token is empty).
 _NEVER = SEP + SEP
 
 
+def pack(text: str) -> str:
+    """The distinct word-index tokens of `text` (`word_token_set`), each between SEP
+    characters; `needle(t) in pack(text)` ⇔ `t in word_token_set(text)`."""
+    tokens = word_token_set(text)
+    return SEP + SEP.join(tokens) + SEP if tokens else SEP
+
+
 def needle(term: str) -> str:
-    """What `packed` holds exactly when `term` is one of the text's tokens (a term that is
-    empty or holds SEP is no token: its needle is in no set)."""
+    """What a set holds exactly when `term` is one of its tokens (a term that is empty or
+    holds SEP is no token: its needle is in no set)."""
     return SEP + term + SEP if term and SEP not in term else _NEVER
 
 
-def fill(pages: Iterable[list[str]], stop: Callable[[], bool] = lambda: False) -> int:
-    """Tokenise the texts of `pages` (each a list of texts, newest first) into `packed`'s
-    map, at most MAX_TEXTS of them, yielding the interpreter after each page; stops as soon
-    as `stop()` turns true. Returns how many texts were tokenised."""
-    done = 0
+def cost(text: str, packed_set: str) -> int:
+    """Bytes an entry takes: both strings and its slot in the map."""
+    return sys.getsizeof(text) + sys.getsizeof(packed_set) + ENTRY_OVERHEAD
+
+
+class TokenSets:
+    """Sets of texts, least recently used first out, within `budget` bytes (module doc)."""
+
+    def __init__(self, budget: int = MAX_BYTES) -> None:
+        self.budget = budget
+        self.used = 0
+        self._sets: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def packed(self, text: str) -> str:
+        """`pack(text)`, kept when its entry fits (MAX_ENTRY_BYTES)."""
+        with self._lock:
+            found = self._sets.get(text)
+            if found is not None:
+                self._sets.move_to_end(text)
+                return found
+        found = pack(text)
+        self.keep([(text, found)])
+        return found
+
+    def keep(self, entries: Iterable[tuple[str, str]]) -> None:
+        """Hold each (text, set) that fits, the last one as the most recently used, dropping the
+        least recently used beyond the budget."""
+        with self._lock:
+            for text, packed_set in entries:
+                size = cost(text, packed_set)
+                if size > MAX_ENTRY_BYTES or text in self._sets:
+                    continue
+                self._sets[text] = packed_set
+                self.used += size
+            while self.used > self.budget and self._sets:
+                old, old_set = self._sets.popitem(last=False)
+                self.used -= cost(old, old_set)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._sets.clear()
+            self.used = 0
+
+
+#: The process's held sets (a text's set is the same whatever store holds it).
+SETS = TokenSets()
+
+
+def packed(text: str) -> str:
+    """The set of `text`, held in `SETS`."""
+    return SETS.packed(text)
+
+
+def fill(pages: Iterable[list[str]], stop: threading.Event | None = None, sets: TokenSets = SETS) -> int:
+    """Tokenise the texts of `pages` (each a list of texts, newest first) until `sets`' budget
+    is spent, then hold them, the newest as the most recently used; texts whose entry would
+    not fit are skipped untokenised. After each page it waits as long as the page took.
+    Stops as soon as `stop` is set, waiting included (nothing is held then). Returns how
+    many texts it holds."""
+    stop = stop or threading.Event()
+    chosen: list[tuple[str, str]] = []
+    room = sets.budget - sets.used
     for page in pages:
+        started = time.perf_counter()
         for text in page:
-            if done >= MAX_TEXTS or stop():
-                return done
-            packed(text)
-            done += 1
-        yield_gil()
-    return done
+            if stop.is_set():
+                return 0
+            if sys.getsizeof(text) > MAX_ENTRY_BYTES:
+                continue
+            packed_set = pack(text)
+            size = cost(text, packed_set)
+            if size > MAX_ENTRY_BYTES:
+                continue
+            if size > room:
+                sets.keep(reversed(chosen))
+                return len(chosen)
+            chosen.append((text, packed_set))
+            room -= size
+        if stop.wait(time.perf_counter() - started):
+            return 0
+    sets.keep(reversed(chosen))
+    return len(chosen)
 
 
-def fill_from(db: Database, stop: Callable[[], bool] = lambda: False) -> int:
+def fill_from(db: Database, stop: threading.Event | None = None) -> int:
     """`fill` with every memory of `db`, newest first, read PAGE rows per read transaction
-    (no long snapshot holds the WAL). Returns how many texts were tokenised.
+    (no long snapshot holds the WAL). Returns how many texts it holds.
 
     Raises:
         StorageError: the database could not be read (the caller logs it: recall then

@@ -156,7 +156,7 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
     def _fill_token_sets(self) -> None:
         """Tokenise every stored memory ahead of recall (index/token_sets.py); stops at close."""
         try:
-            token_sets.fill_from(self.db, self._closing.is_set)
+            token_sets.fill_from(self.db, self._closing)
         except StorageUnavailable as err:  # storage/failures.py has logged the condition; recalls report it
             log.debug("tokenising the stored texts stopped: %s", err)
         except Exception:

@@ -107,6 +107,7 @@ def test_stats_shows_the_vector_model_and_queue(cli, fake_embed):
     assert "fake-hash-512 (512-d)" in out  # the recorded model of the stored vectors (announced by the server)
     kai = next(line for line in out.splitlines() if "│ kai " in line)
     assert [cell.strip() for cell in kai.split("│")[1:5]] == ["kai", "2", "1", "1"]
+    assert "1 agent " in out and "1 agents" not in out  # the total row
 
 
 def test_cli_store_obeys_the_operating_context_registry(cli, tmp_path, monkeypatch):

@@ -3,6 +3,7 @@ them (retrieval/lexical.py `holds_word`, `WordQuery.coverage`)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -49,15 +50,31 @@ def test_coverage_counts_the_idf_of_the_terms_a_row_holds():
     assert either.coverage("桂林的山水") == pytest.approx(1.0)  # an OR query: the best alternative
 
 
-def test_fill_stops_when_asked_and_at_the_bound(monkeypatch):
-    token_sets.packed.cache_clear()
-    pages = [[f"text number {i}-{j}" for j in range(3)] for i in range(4)]
-    assert token_sets.fill(iter(pages)) == 12
-    assert token_sets.packed.cache_info().currsize == 12
-    asked = []
-    assert token_sets.fill(iter(pages), stop=lambda: len(asked.append(1) or asked) > 5) == 5
-    monkeypatch.setattr(token_sets, "MAX_TEXTS", 7)
-    assert token_sets.fill(iter(pages)) == 7
+def test_fill_holds_the_newest_texts_within_the_budget_and_stops_when_asked(monkeypatch):
+    pages = [[f"text number {i}-{j}" for j in range(3)] for i in range(4)]  # newest first
+    sets = token_sets.TokenSets()
+    assert token_sets.fill(iter(pages), sets=sets) == 12 and len(sets) == 12
+    flat = [t for page in pages for t in page]
+    small = token_sets.TokenSets(budget=sum(token_sets.cost(t, token_sets.pack(t)) for t in flat[:5]))
+    assert token_sets.fill(iter(pages), sets=small) == 5 and small.used <= small.budget
+    small.packed("text number 9-9")  # a miss of the same size: kept, the least recently used goes
+    assert [t for t in flat if t in small._sets] == flat[:4]  # the oldest one filled went first
+    stop, real = threading.Event(), token_sets.pack
+    monkeypatch.setattr(token_sets, "pack", lambda text: (stop.set() if text == flat[4] else None) or real(text))
+    assert token_sets.fill(iter(pages), stop, sets=(stopped := token_sets.TokenSets())) == 0 and len(stopped) == 0
+
+
+def test_a_set_too_large_to_keep_is_tokenised_each_time_and_never_filled(monkeypatch):
+    crowded = "".join(chr(0x4E00 + i * 7919 % 20_000) for i in range(60_000))  # its bigrams outweigh it
+    assert sys.getsizeof(crowded) < token_sets.MAX_ENTRY_BYTES < token_sets.cost(crowded, token_sets.pack(crowded))
+    huge = "word " * (token_sets.MAX_ENTRY_BYTES // 4)
+    sets = token_sets.TokenSets()
+    assert sets.packed(huge) == token_sets.pack(huge) and sets.packed(crowded) and len(sets) == 0
+    assert token_sets.fill(iter([[huge, crowded, "short"]]), sets=sets) == 1 and len(sets) == 1
+    tokenised = []
+    monkeypatch.setattr(token_sets, "word_token_set", lambda text: tokenised.append(text) or frozenset({"x"}))
+    token_sets.fill(iter([[huge, "other"]]), sets=sets)
+    assert tokenised == ["other"]  # the huge text was skipped before tokenising
 
 
 @pytest.mark.both_backends
@@ -67,7 +84,7 @@ def test_a_served_store_is_tokenised_at_start_and_stops_at_close(make_engine, mo
     for i, text in enumerate(texts):
         assert first.store(f"agent-{i % 3}", text)["result"] == "stored"
     first.close()
-    token_sets.packed.cache_clear()
+    token_sets.SETS.clear()
     monkeypatch.setattr(token_sets, "PAGE", 64)  # several pages, each its own read
     filled = threading.Event()
     real = token_sets.fill_from
@@ -81,10 +98,11 @@ def test_a_served_store_is_tokenised_at_start_and_stops_at_close(make_engine, mo
     monkeypatch.setattr(token_sets, "fill_from", fill_from)
     again = make_engine("a.db", embedding_mode="none")
     assert filled.wait(30)
-    info = token_sets.packed.cache_info()
-    assert info.currsize == len(texts) and info.misses == len(texts)
+    assert len(token_sets.SETS) == len(texts)
+    packs = []
+    monkeypatch.setattr(token_sets, "pack", lambda text: packs.append(text) or token_sets.SEP)
     assert contents(recall(again, "deploy of service-3", agent="agent-0", limit=3))
-    assert token_sets.packed.cache_info().misses == len(texts)  # recall tokenised no stored row again
+    assert packs == []  # recall tokenised no stored row again
     again.close()
     assert not again._token_fill.is_alive()
 

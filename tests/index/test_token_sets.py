@@ -64,6 +64,20 @@ def test_fill_holds_the_newest_texts_within_the_budget_and_stops_when_asked(monk
     assert token_sets.fill(iter(pages), stop, sets=(stopped := token_sets.TokenSets())) == 0 and len(stopped) == 0
 
 
+def test_fill_gives_way_to_recalls(monkeypatch):
+    """It yields the interpreter after every text and hands its texts over a few at a time:
+    a recall beside it never waits for a whole page or the whole store."""
+    yields, steps = [], []
+    monkeypatch.setattr(token_sets, "yield_gil", lambda: yields.append(1))
+    monkeypatch.setattr(token_sets, "KEEP_STEP", 2)
+    sets = token_sets.TokenSets()
+    real_keep = sets.keep
+    monkeypatch.setattr(sets, "keep", lambda entries: steps.append(len(entries)) or real_keep(entries))
+    texts = [f"note {i}" for i in range(5)]
+    assert token_sets.fill(iter([texts]), sets=sets) == 5
+    assert len(yields) >= 5 and steps == [2, 2, 1] and len(sets) == 5
+
+
 def test_a_set_too_large_to_keep_is_tokenised_each_time_and_never_filled(monkeypatch):
     crowded = "".join(chr(0x4E00 + i * 7919 % 20_000) for i in range(60_000))  # its bigrams outweigh it
     assert sys.getsizeof(crowded) < token_sets.MAX_ENTRY_BYTES < token_sets.cost(crowded, token_sets.pack(crowded))

@@ -128,15 +128,15 @@ def packed(text: str) -> str:
 
 def fill(pages: Iterable[list[str]], stop: threading.Event | None = None, sets: TokenSets = SETS) -> int:
     """Tokenise the texts of `pages` (each a list of texts, newest first) until `sets`' budget
-    is spent, then hold them, the newest as the most recently used; texts whose entry would
-    not fit are skipped untokenised. It yields the interpreter after each text (a recall
-beside it would otherwise wait a switch interval each time it needs the interpreter: recalls
-took ~110 ms instead of ~11 at 100k rows while it ran) and waits as long as a page took after it.
-    Stops as soon as `stop` is set, waiting included (nothing is held then). Returns how
-    many texts it holds."""
+    is spent, then hold them, the newest as the most recently used (older entries go first);
+    texts whose entry would not fit are skipped untokenised. It yields the interpreter after
+    each text (a recall beside it would otherwise wait a switch interval each time it needs
+    the interpreter: recalls took ~110 ms instead of ~11 at 100k rows while it ran) and
+    waits as long as a page took after it. Stops as soon as `stop` is set, waiting included
+    (nothing is held then). Returns how many texts it holds."""
     stop = stop or threading.Event()
     chosen: list[tuple[str, str]] = []
-    room = sets.budget - sets.used
+    room = sets.budget
     for page in pages:
         started = time.perf_counter()
         for text in page:

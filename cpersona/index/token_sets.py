@@ -177,7 +177,10 @@ def fill_from(db: Database, stop: threading.Event | None = None) -> int:
         StorageError: the database could not be read (the caller logs it: recall then
         tokenises rows as it meets them)."""
     done = fill(_pages(db), stop)
-    log.debug("word-token sets of %d stored texts held", done)
+    if stop is not None and stop.is_set():
+        log.debug("tokenising the stored texts stopped by close")
+    else:
+        log.debug("word-token sets of %d stored texts held", done)
     return done
 
 

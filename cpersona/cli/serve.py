@@ -1,6 +1,11 @@
 """`cpersona serve` (the default command): run the MCP server until the client disconnects
 or Ctrl-C.
 
+`--transport`, `--host` and `--port` set the settings `transport`, `http_host` and
+`http_port` for this run; a flag given wins over the environment (CPERSONA_TRANSPORT,
+CPERSONA_HTTP_HOST, CPERSONA_HTTP_PORT) and the settings file, and is checked by the same
+rule (a bad value is a usage error naming the flag, exit 2).
+
 The engine's background work — the bundled model's loading, the task queue, the startup
 calibration — starts with the process, in every transport, so the first recall of a
 session gets vectors (a recall or store waits up to CPERSONA_MODEL_WAIT_SECONDS for a model
@@ -15,12 +20,13 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from cpersona import __version__
 from cpersona.cli.common import backend_label
 from cpersona.cli.settings import unknown_variables
-from cpersona.config import LEGACY_DB_PATH, Settings
+from cpersona.config import LEGACY_DB_PATH, SETTINGS, Setting, Settings
 from cpersona.errors import ConfigError
 from cpersona.mcp.pipes import release_all
 
@@ -37,11 +43,43 @@ SWITCH_INTERVAL_S = 0.0005
 CLOSE_TIMEOUT_SECS = 5.0
 
 
+#: The flags of `cpersona serve`, each the command-line form of one declared setting (field name).
+FLAGS = {"--transport": "transport", "--host": "http_host", "--port": "http_port"}
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve MCP on stdio (or streamable HTTP: CPERSONA_TRANSPORT)",
+    p = sub.add_parser("serve", help="serve MCP on stdio (or streamable HTTP: --transport streamable-http)",
                        description="Serve the memory over MCP. Configured by CPERSONA_* variables or the settings "
-                                   "file (`cpersona config` shows the effective values).")
+                                   "file (`cpersona config` shows the effective values); a flag given here wins "
+                                   "over both.")
+    by_field = {s.field: s for s in SETTINGS}
+    for flag, field in FLAGS.items():
+        setting = by_field[field]
+        metavar = "{" + ",".join(setting.choices) + "}" if setting.choices else flag.removeprefix("--").upper()
+        p.add_argument(flag, dest=field, type=_flag_type(setting), default=None, metavar=metavar,
+                       help=f"{setting.description} Default: {setting.env} or the settings file, "
+                            f"else {setting.default}.")
     p.set_defaults(func=serve)
+
+
+def _flag_type(setting: Setting) -> Callable[[str], Any]:
+    """argparse type of one flag: the setting's own rule (Setting.parse), so a flag accepts
+    exactly what its variable accepts; a bad value names the rule."""
+
+    def parse(text: str) -> Any:
+        try:
+            return setting.parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"expected {err}, got {text!r}") from None
+
+    return parse
+
+
+def with_flags(settings: Settings, args: argparse.Namespace | None) -> Settings:
+    """`settings` with the values of the serve flags that were given (each already checked
+    by its setting's rule); flags not given leave the environment's or file's value."""
+    given = {field: getattr(args, field) for field in FLAGS.values() if getattr(args, field, None) is not None}
+    return settings.model_copy(update=given) if given else settings
 
 
 def startup_line(settings: Settings, engine: Engine) -> str:
@@ -62,8 +100,9 @@ def startup_line(settings: Settings, engine: Engine) -> str:
 
 def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     """Run the MCP server until the client disconnects (stdio) or Ctrl-C. Returns 0.
-    Access (tokens, ACL file, Host/Origin rules) is checked before the database is opened;
-    the once-per-start update check runs in the background."""
+    The serve flags in `args` win over `settings` (with_flags). Access (tokens, ACL file,
+    Host/Origin rules) is checked before the database is opened; the once-per-start update
+    check runs in the background."""
     from cpersona.mcp.hints import query_hint
     from cpersona.mcp.http_app import build_http_app, listen, serve_http
     from cpersona.mcp.security import Security
@@ -71,6 +110,7 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     from cpersona.mcp.stdio import run_stdio
     from cpersona.service.engine import Engine
 
+    settings = with_flags(settings, args)
     security = Security.from_settings(settings)
     listener = None if settings.transport == "stdio" else listen(settings)  # a port in use: one line, nothing started
     sys.setswitchinterval(SWITCH_INTERVAL_S)

@@ -208,3 +208,66 @@ def test_the_model_runs_in_one_worker_process_that_ends_with_the_server(tmp_path
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ------------------------------------------------ --transport / --host / --port
+
+
+def test_serve_help_documents_the_transport_host_and_port_flags(capsys):
+    from cpersona.cli.main import main
+
+    assert main(["serve", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for part in ("--transport {stdio,streamable-http}", "--host HOST", "--port PORT", "CPERSONA_TRANSPORT",
+                 "CPERSONA_HTTP_HOST", "CPERSONA_HTTP_PORT", "8402", "127.0.0.1"):
+        assert part in text, part
+
+
+def test_serve_flags_win_over_the_environment_and_absent_flags_keep_it():
+    from cpersona.cli.main import build_parser
+    from cpersona.cli.serve import with_flags
+    from cpersona.config import Settings
+
+    env = Settings.from_env({"CPERSONA_TRANSPORT": "stdio", "CPERSONA_HTTP_HOST": "127.0.0.2",
+                             "CPERSONA_HTTP_PORT": "9000"})
+    given = with_flags(env, build_parser().parse_args(["serve", "--transport", "streamable-http", "--port", "9100"]))
+    assert (given.transport, given.http_host, given.http_port) == ("streamable-http", "127.0.0.2", 9100)
+    unchanged = with_flags(env, build_parser().parse_args(["serve"]))
+    assert (unchanged.transport, unchanged.http_host, unchanged.http_port) == ("stdio", "127.0.0.2", 9000)
+    host = with_flags(env, build_parser().parse_args(["serve", "--host", "0.0.0.0"]))
+    assert (host.transport, host.http_host) == ("stdio", "0.0.0.0")
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--transport", "sse"], "argument --transport: expected one of stdio, streamable-http, got 'sse'"),
+    (["--port", "0"], "argument --port: expected an integer in [1, 65535], got '0'"),
+    (["--port", "http"], "argument --port: expected an integer in [1, 65535], got 'http'"),
+])
+def test_a_bad_serve_flag_is_a_usage_error_naming_the_flag_and_the_rule(tmp_path, flags, needle):
+    proc = subprocess.run([sys.executable, "-m", "cpersona", "serve", *flags], capture_output=True, text=True,
+                          env=clean_env(CPERSONA_DB_PATH=str(tmp_path / "bad.db")), timeout=60)
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    assert not (tmp_path / "bad.db").exists()  # nothing opened
+
+
+def test_serve_transport_flag_serves_streamable_http_where_the_flags_say(tmp_path):
+    """`cpersona serve --transport streamable-http --port P` with CPERSONA_TRANSPORT=stdio and
+    another port in the environment: it listens on P, checks the token, answers tools/list."""
+    from http_helpers import TOKENS, free_port, post_rpc
+
+    port, other = free_port(), free_port()
+    env = clean_env(CPERSONA_DB_PATH=str(tmp_path / "f.db"), CPERSONA_EMBEDDING_MODE="none",
+                    CPERSONA_TRANSPORT="stdio", CPERSONA_HTTP_PORT=str(other), CPERSONA_AUTH_TOKEN=TOKENS["main"])
+    proc = subprocess.Popen([sys.executable, "-m", "cpersona", "serve", "--transport", "streamable-http",
+                             "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=str(tmp_path),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = _wait_for_line(proc, "cpersona ")[-1]
+        assert f"MCP at http://127.0.0.1:{port}/mcp" in line, line
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert post_rpc(url, "tools/list").status_code == 401
+        listed = post_rpc(url, "tools/list", token=TOKENS["main"])
+        assert listed.status_code == 200 and "recall" in {t["name"] for t in listed.json()["result"]["tools"]}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0

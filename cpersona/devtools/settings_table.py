@@ -1,10 +1,11 @@
-"""The README's settings table, generated from the declaration in `cpersona/config.py`.
+"""The settings table of docs/configuration.md, generated from the declaration in
+`cpersona/config.py`.
 
     python -m cpersona.devtools.settings_table            # print the table
-    python -m cpersona.devtools.settings_table --write    # rewrite it in README.md
+    python -m cpersona.devtools.settings_table --write    # rewrite it in docs/configuration.md
 
-Run it with `--write` after adding or changing a setting; `tests/config/test_readme.py`
-fails while README.md and the declaration disagree. The table sits between the markers
+Run it with `--write` after adding or changing a setting; `tests/config/test_settings_table.py`
+fails while the page and the declaration disagree. The table sits between the markers
 `<!-- settings:start -->` and `<!-- settings:end -->`.
 """
 
@@ -17,7 +18,8 @@ from pathlib import Path
 from cpersona.config import CONFIG_FILE_ENV, SETTINGS, Setting
 
 START, END = "<!-- settings:start -->", "<!-- settings:end -->"
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: The page that holds the table.
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def _default(s: Setting) -> str:
@@ -45,17 +47,17 @@ def table() -> str:
 
 
 def block() -> str:
-    """The table with its markers, as README.md holds it."""
+    """The table with its markers, as the page holds it."""
     return f"{START}\n{table()}\n{END}"
 
 
-def current(readme: str) -> str:
-    """The marked block of `readme` ('' when the markers are missing)."""
-    start, end = readme.find(START), readme.find(END)
-    return readme[start:end + len(END)] if start >= 0 and end > start else ""
+def current(page: str) -> str:
+    """The marked block of `page` ('' when the markers are missing)."""
+    start, end = page.find(START), page.find(END)
+    return page[start:end + len(END)] if start >= 0 and end > start else ""
 
 
-def rewrite(path: Path = README) -> bool:
+def rewrite(path: Path = PAGE) -> bool:
     """Replace the marked block of `path` with the generated one. Returns True when it
     changed. Raises ValueError when the markers are missing."""
     text = path.read_text(encoding="utf-8")
@@ -69,14 +71,15 @@ def rewrite(path: Path = README) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Print (or --write into README.md) the settings table.")
-    parser.add_argument("--write", action="store_true", help="rewrite the table in README.md")
+    parser = argparse.ArgumentParser(description="Print (or --write into docs/configuration.md) the settings table.")
+    parser.add_argument("--write", action="store_true", help="rewrite the table in docs/configuration.md")
     args = parser.parse_args(argv)
     if not args.write:
         print(table())
         return 0
     changed = rewrite()
-    print(f"README.md settings table {'updated' if changed else 'already up to date'}", file=sys.stderr)
+    print(f"{PAGE.relative_to(PAGE.parents[1])} settings table {'updated' if changed else 'already up to date'}",
+          file=sys.stderr)
     return 0
 
 

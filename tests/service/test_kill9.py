@@ -119,8 +119,9 @@ def test_kill_during_import_leaves_no_half_import(tmp_path):
     assert db_rows(db, "SELECT COUNT(*) FROM memories WHERE agent_id = 'imp'")[0][0] > 0  # half of it is there
     eng = new_engine(db)  # the next start undoes the import of the killed process
     try:
-        assert wait_until(lambda: _counts(db) == before, timeout=60)
-        assert db_rows(db, "SELECT COUNT(*) FROM cpersona_bulk_ops") == [(0,)]
+        # the undo removes the rows, then (in its own transaction) the journal's record of the operation
+        assert wait_until(lambda: _counts(db) == before
+                          and db_rows(db, "SELECT COUNT(*) FROM cpersona_bulk_ops") == [(0,)], timeout=60)
         assert eng.import_memories(str(source), confined=False)["imported_memories"] == ROWS  # and it can run again
     finally:
         eng.close()

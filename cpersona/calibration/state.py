@@ -45,7 +45,7 @@ class CalibrationState:
         self.vectors = vectors
         self.store = store_for(settings, db)
         self.path: Path | None = self.store.path if self.store is not None else None
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # guards the tables below (sync.py and startup.py take it too)
         self.global_threshold: float | None = None
         self.thresholds: dict[str, float] = {}
         self.gates: dict[str, float] = {}

@@ -123,10 +123,12 @@ class Database(Protocol):
         """Hold this process's writers off: inside, every committed write has run its callbacks."""
 
     def change_stamp(self, wait: bool = True) -> tuple[int, int] | None:
-        """Equal stamps mean unchanged rows; None (with `wait=False`) while this process writes."""
+        """Equal stamps mean unchanged rows; with `wait=False`, None while this process writes
+        (SQLite: the rows are changing)."""
 
     def data_version(self, wait: bool = True) -> int | None:
-        """Moves when another connection or node committed; None (with `wait=False`) while this process writes."""
+        """Moves when another connection or node committed; with `wait=False`, None while this
+        process writes (SQLite: no other connection can commit meanwhile)."""
 
     def changes_since(self, version: int) -> list[Change] | None:
         """What others changed after `data_version()` was `version`; None when unknown (reload)."""

@@ -50,7 +50,7 @@ class Tasks(Protocol):
         """Earliest `not_before` of the pending tasks (None when there is none)."""
 
     def is_pending(self, task_id: int) -> bool:
-        """The task is still pending (on PostgreSQL: and still leased to this node)."""
+        """The task is still pending (on PostgreSQL: and held by no other node)."""
 
     def count_pending(self) -> int:
         """Pending tasks."""

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import anyio
 from cpersona.devtools.fake_embed import FakeEmbedServer, fake_vector
-from cpersona.storage import Database
 from cpersona.storage.codec import to_blob
+from cpersona.storage.db import Database
 from cpersona.storage.meta import VectorState
 from cpersona.storage.records import EpisodeDraft, MemoryDraft
 

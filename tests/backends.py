@@ -182,7 +182,7 @@ class EnginePlaces:
 def pg_rows(url: str, sql: str, params: tuple = ()) -> list[tuple]:
     """One read query on a PostgreSQL store, written with SQLite's `?` markers."""
     import psycopg
-    from cpersona.storage.postgres.portable import translate
+    from cpersona.storage.postgres.dialect import translate
 
     with psycopg.connect(url, autocommit=True) as conn:
         cur = conn.execute(translate(sql), params)
@@ -202,7 +202,7 @@ def db_write(path: str | Path, sql: str, params: tuple = ()) -> int:
     program would run it; returns the rows changed."""
     if str(path) in PG_FILES:
         import psycopg
-        from cpersona.storage.postgres.portable import translate
+        from cpersona.storage.postgres.dialect import translate
 
         with psycopg.connect(PG_FILES[str(path)], autocommit=True) as conn:
             return conn.execute(translate(sql), params).rowcount

@@ -5,9 +5,11 @@ The layers, bottom to top (docs/architecture.md):
     errors, util → config → storage → embedding, index, policy → retrieval, portable
     → calibration, jobs, updates → health → service → mcp → cli, devtools
 A module may import its own package or a package of a LOWER layer, never a peer or a
-higher one. Imports inside `if TYPE_CHECKING:` are annotations only and do not count for
-the circle check (they never run), but they must still point down or sideways within the
-package.
+higher one. No two files import each other, directly or round a circle — imports inside
+`if TYPE_CHECKING:` included: an annotation-only import couples the files as much (a type
+both need lives in the lower one, often as a Protocol). Above storage/, the storage classes
+are named through its Protocols (`storage.Database`, `storage.Session`: storage/ports/),
+never the SQLite or PostgreSQL classes.
 """
 
 from __future__ import annotations
@@ -45,15 +47,6 @@ def _package(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
-
-
 def _resolve(name: str) -> str | None:
     """The cpersona module an import refers to (a submodule when it is one)."""
     while name and name not in MODULES:
@@ -61,10 +54,10 @@ def _resolve(name: str) -> str | None:
     return name or None
 
 
-def _imports(module: str) -> list[tuple[str, bool]]:
-    """(imported cpersona module, only under TYPE_CHECKING) for every import of `module`."""
+def _imports(module: str) -> list[str]:
+    """The cpersona module of every import of `module` (wherever it stands: at the top, in a
+    function, under TYPE_CHECKING)."""
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
-    guarded = _type_checking_lines(tree)
     found = []
     for node in ast.walk(tree):
         names: list[str] = []
@@ -76,7 +69,7 @@ def _imports(module: str) -> list[tuple[str, bool]]:
             if name.split(".")[0] == "cpersona":
                 target = _resolve(name)
                 if target is not None and target != module:
-                    found.append((target, node.lineno in guarded))
+                    found.append(target)
     return found
 
 
@@ -87,7 +80,7 @@ def test_every_package_has_a_layer():
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_point_down(module):
     own = _package(module)
-    for target, _ in _imports(module):
+    for target in _imports(module):
         other = _package(target)
         if other == own or other == "":
             continue
@@ -95,7 +88,7 @@ def test_imports_point_down(module):
 
 
 def test_no_import_circle():
-    graph = {m: {t for t, guarded in _imports(m) if not guarded} for m in MODULES}
+    graph = {m: set(_imports(m)) for m in MODULES}
     # a package's __init__ importing its own submodules is how Python packages work, not a circle
     for m in graph:
         graph[m] = {t for t in graph[m] if not (MODULES[t].name == "__init__.py" and m.startswith(t + "."))}
@@ -116,6 +109,19 @@ def test_no_import_circle():
     for m in sorted(graph):
         if m not in state:
             visit(m)
+
+
+#: The storage classes (SQLite's and PostgreSQL's); above storage/ they are named through the Protocols.
+_STORAGE_CLASS = re.compile(r"(Pg)?(Database|Session)|\w+Repo")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if RANK[_package(m)] > RANK["storage"]))
+def test_layers_above_storage_name_its_protocols(module):
+    for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cpersona.storage.") \
+                and not node.module.startswith("cpersona.storage.ports"):
+            named = [a.name for a in node.names if _STORAGE_CLASS.fullmatch(a.name)]
+            assert not named, f"{module}:{node.lineno} imports {named} from {node.module}: use cpersona.storage's Protocols"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _package(m) != "storage"))

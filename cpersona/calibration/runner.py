@@ -121,7 +121,7 @@ class Calibration(CalibrationState):
 
     def _fail(self, req: Request, error: str, **extra: Any) -> dict[str, Any]:
         if req.agent_id:
-            with self._lock:
+            with self.lock:
                 self.failures[req.agent_id] = f"calibration failed: {error}"
         return {"ok": False, "error": error, "agent_id": req.agent_id, "method": req.method, **extra}
 
@@ -207,7 +207,7 @@ class Calibration(CalibrationState):
         sd = float(null.std())
         z = (threshold - float(null.mean())) / sd if sd > 1e-6 else None  # no spread: no z (the raw cut)
         z = z if z is not None and abs(z) <= Z_MAX else None
-        with self._lock:
+        with self.lock:
             _put(self.cosine_z, req.agent_id or growth.GLOBAL, z)
             if agent:
                 self.thresholds[req.agent_id] = threshold
@@ -227,7 +227,7 @@ class Calibration(CalibrationState):
         measures it again once they double: calibration/growth.py); a calibration with the
         caller's own arguments is left as the caller made it."""
         key = req.agent_id or growth.GLOBAL
-        with self._lock:
+        with self.lock:
             if req == parse_request(self.settings, req.agent_id):
                 self.calibrated_rows[key] = total
             else:
@@ -235,7 +235,7 @@ class Calibration(CalibrationState):
 
     def _apply_fused(self, agent_id: str, threshold: float, temporal_ok: bool, dim: int, out: dict[str, Any]) -> None:
         result = self._fused_gate(agent_id, threshold, temporal_ok, dim)
-        with self._lock:
+        with self.lock:
             if "kept_heuristic" in result:
                 out.update(fused_gate=None, fused_gate_note=result["kept_heuristic"],
                            fused_gate_measured=result["measured"])
@@ -280,7 +280,7 @@ class Calibration(CalibrationState):
         dim = self.dim()
         found = startup.counts(self, dim) if dim is not None else {}  # one GROUP BY for both fields
         auto = self.settings.calibrate_on_model_change or self.settings.auto_calibrate
-        with self._lock:
+        with self.lock:
             measured = self.calibrated_rows.get(agent_id)
         due = auto and dim is not None and bool({agent_id, growth.GLOBAL} & set(startup.due(self, found)))
         out["follows_corpus"] = {"enabled": auto, "rows": found.get(agent_id, 0), "calibrated_rows": measured,

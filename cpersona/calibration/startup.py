@@ -14,16 +14,19 @@ swallowed. Afterwards the same thread keeps the calibration in step with the cor
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from cpersona.calibration import growth
+from cpersona.calibration import growth, sidecar
+from cpersona.calibration.records import Fingerprint, Startup
+from cpersona.calibration.sync import Shared
+from cpersona.config import Settings
+from cpersona.policy.pause import Pause
+from cpersona.storage import Database
 from cpersona.storage.meta import VectorState
-
-if TYPE_CHECKING:
-    from cpersona.calibration.runner import Calibration
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,32 @@ DIM_TIMEOUT = 120.0
 #: Seconds between looks at the re-embedding while the recalibration waits for it.
 VECTORS_POLL = 0.5
 _RECALIBRATED = {"stale": "recalibrated", "corrupt": "recalibrated_corrupt", "lost": "recalibrated_lost"}
+
+
+class Calibration(Shared, Protocol):
+    """What the startup thread drives (calibration/runner.py: `Calibration`): the state
+    (`Shared`) and its measurements."""
+
+    settings: Settings
+    db: Database
+    pause: Pause
+    loaded: sidecar.Loaded
+    startup: Startup
+    startup_done: threading.Event
+
+    def fused_signal(self) -> str | None: ...
+
+    def current_fingerprint(self) -> Fingerprint | None: ...
+
+    def dim(self) -> int | None: ...
+
+    def calibrate(self, agent_id: Any, *, persist: bool = True) -> dict[str, Any]: ...
+
+    def persist(self) -> str: ...
+
+    def stopping(self) -> bool: ...
+
+    def wait(self, seconds: float) -> None: ...
 
 
 def plan(cal: Calibration) -> str:
@@ -110,7 +139,7 @@ def due(cal: Calibration, found: dict[str, int] | None = None) -> list[str]:
     dim = cal.dim()
     if dim is None or cal.current_fingerprint() is None or cal.pause.active():
         return []
-    with cal._lock:
+    with cal.lock:
         calibrated = set(cal.thresholds) | ({growth.GLOBAL} if cal.global_threshold is not None else set())
         rows = dict(cal.calibrated_rows)
     found = found if found is not None else counts(cal, dim)

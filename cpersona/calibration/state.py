@@ -45,7 +45,7 @@ class CalibrationState:
         self.vectors = vectors
         self.store = store_for(settings, db)
         self.path: Path | None = self.store.path if self.store is not None else None
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()  # guards the tables below (sync.py and startup.py take it too)
         self.global_threshold: float | None = None
         self.thresholds: dict[str, float] = {}
         self.gates: dict[str, float] = {}
@@ -141,7 +141,7 @@ class CalibrationState:
             self.sidecar_state = "stale"
             self.problem = f"calibration file is stale: {reason}"
             return
-        with self._lock:
+        with self.lock:
             self.global_threshold = data.get("global_threshold")
             self.thresholds = {a: float(v) for a, v in data.get("agent_thresholds", {}).items()}
             self.gates = {a: float(v) for a, v in data.get("agent_fused_gates", {}).items()}
@@ -165,12 +165,12 @@ class CalibrationState:
     # ------------------------------------------------------------- read side
     def beta(self, agent_id: str) -> float:
         """The agent's β (its override, else the server default)."""
-        with self._lock:
+        with self.lock:
             return self.betas.get(agent_id, global_beta(self.settings))
 
     def vector_threshold(self, agent_id: str) -> float:
         """The agent's calibrated cosine threshold, else the global one, else the setting."""
-        with self._lock:
+        with self.lock:
             if self._fresh() and agent_id in self.thresholds:
                 return self.thresholds[agent_id]
             if self._fresh() and self.global_threshold is not None:
@@ -194,7 +194,7 @@ class CalibrationState:
         beta = self.beta(agent_id)
         if self.vectors.model_id is None:
             return AgentGate(threshold, beta=beta)
-        with self._lock:
+        with self.lock:
             fresh = self._fresh()
             calibrated = fresh and agent_id in self.thresholds
             # an agent without its own calibration uses the store's (the spec's agent → global → setting)
@@ -221,7 +221,7 @@ class CalibrationState:
 
     def pick_up(self) -> None:
         """Merge what another server on this store saved since this one last looked (calibration/sync.py)."""
-        sync.pick_up(self, Fingerprint)
+        sync.pick_up(self)
 
     def _notice(self, agent_id: str, calibrated: bool, gate: float | None, failure: str | None, problem: str,
                 running: bool, signal: str | None) -> dict[str, Any] | None:
@@ -241,7 +241,7 @@ class CalibrationState:
     def status(self, agent_id: str) -> dict[str, Any]:
         """Calibration state of one agent (get_recall_precision)."""
         g = self.gate_for(agent_id)
-        with self._lock:
+        with self.lock:
             out: dict[str, Any] = {
                 "state": "heuristic" if g.cosine_min is None else "calibrated" if agent_id in self.thresholds
                 else "global",
@@ -259,7 +259,7 @@ class CalibrationState:
     def drop_agent(self, agent_id: str, erased_here: bool = True) -> int:
         """Forget the agent's threshold, gate, β and failure; returns how many were held.
         `erased_here`: this process erased it (recorded for the store's `erased_agents`)."""
-        with self._lock:
+        with self.lock:
             dropped = 0
             for table in (self.thresholds, self.gates, self.betas, self.failures, self.calibrated_rows, self.cosine_z):
                 if table.pop(agent_id, None) is not None:
@@ -272,7 +272,7 @@ class CalibrationState:
 
     def set_beta(self, agent_id: str, beta: float | None) -> BetaSnapshot:
         """Set (or clear with None) the agent's β; returns what `restore_beta` needs to undo it."""
-        with self._lock:
+        with self.lock:
             before = BetaSnapshot(self.betas.get(agent_id), agent_id in self.cleared_betas,
                                   self.failures.get(agent_id))
             self.betas_changed.add(agent_id)
@@ -288,7 +288,7 @@ class CalibrationState:
         """Roll back `set_beta` after a failed recalibration — the override and the failure
         note the recalibration left (a refused call changes nothing) —, unless another writer
         changed the override meanwhile (its value is no longer `expected`)."""
-        with self._lock:
+        with self.lock:
             if self.betas.get(agent_id) != expected:
                 return
             _put(self.betas, agent_id, previous.beta)
@@ -309,7 +309,7 @@ class CalibrationState:
         erased = {a: t for a, t in current.data.get("erased_agents", {}).items() if a not in self.fresh} if same else {}
         if same:  # what another server saved since wins where nothing changed here (calibration/sync.py)
             sync.merge(self, current.data)
-        with self._lock:
+        with self.lock:
             payload: dict[str, Any] = {
                 "format": sidecar.FORMAT, "embedding_dim": fp.dim, "embedding_model": fp.model,
                 "scoring_version": scoring_version(self.settings), "global_threshold": self.global_threshold,
@@ -330,7 +330,7 @@ class CalibrationState:
                         continue  # this process measured it: an absent entry is deliberate (own arguments, no z)
                     if agent not in removed and agent not in erased and agent not in payload[key]:
                         payload[key][agent] = value
-        with self._lock:
+        with self.lock:
             recent = sorted({**erased, **self.erased}.items(), key=lambda kv: kv[1])[-sidecar.MAX_ERASED:]
         payload["erased_agents"] = dict(recent)
         return payload
@@ -346,7 +346,7 @@ class CalibrationState:
         if self.store is None:
             return "in-memory database: nothing is persisted"
         error = self.store.save(self.payload)
-        with self._lock:
+        with self.lock:
             if error:
                 self.sidecar_error = error
                 log.warning("%s could not be written: %s", self.store.label, error)

@@ -22,12 +22,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cpersona.calibration import growth
-
-if TYPE_CHECKING:
-    from cpersona.calibration.state import CalibrationState
+from cpersona.calibration.ports import VectorSpace
+from cpersona.calibration.records import Fingerprint
+from cpersona.calibration.store import CalibrationStore
 
 #: Seconds between two looks at the store's stamp (a stat of the sidecar file).
 CHECK_EVERY_S = 1.0
@@ -65,24 +65,55 @@ class StoreWatch:
             self._seen = stamp
 
 
-def pick_up(state: CalibrationState, fingerprint: Callable[[Any, Any], Any]) -> None:
+class Shared(Protocol):
+    """What picking up another server's save reads and writes of the calibration state
+    (calibration/state.py: `CalibrationState`)."""
+
+    lock: threading.RLock
+    watch: StoreWatch | None
+    store: CalibrationStore | None
+    vectors: VectorSpace
+    fingerprint: Fingerprint | None
+    thresholds: dict[str, float]
+    gates: dict[str, float]
+    betas: dict[str, float]
+    calibrated_rows: dict[str, int]
+    cosine_z: dict[str, float]
+    fresh: set[str]
+    removed: set[str]
+    betas_changed: set[str]
+    global_fresh: bool
+    global_threshold: float | None
+    global_fused_gate: float | None
+    signal: str | None
+    calibrated_at: str | None
+    problem: str
+    sidecar_state: str
+    sidecar_error: str
+
+    def stale_reason(self, data: dict[str, Any]) -> str: ...
+
+    def drop_agent(self, agent_id: str, erased_here: bool = True) -> int: ...
+
+
+def pick_up(state: Shared) -> None:
     """Merge what another server saved since this one last looked (a no-op between looks, and
-    without vectors). `fingerprint(model, dim)` builds the state's Fingerprint."""
+    without vectors)."""
     if state.watch is None or state.store is None or state.vectors.model_id is None or not state.watch.changed():
         return
     loaded = state.store.load()
     if loaded.status == "ok" and merge(state, loaded.data) and state.fingerprint is None:
-        state.fingerprint = fingerprint(loaded.data.get("embedding_model"), loaded.data.get("embedding_dim"))
+        state.fingerprint = Fingerprint(loaded.data.get("embedding_model"), loaded.data.get("embedding_dim"))
 
 
-def merge(state: CalibrationState, data: dict[str, Any]) -> bool:
+def merge(state: Shared, data: dict[str, Any]) -> bool:
     """Apply the stored payload `data` to `state` (module doc); False when it is stale here."""
     if state.stale_reason(data):
         return False
     erased = [a for a in data.get("erased_agents", {}) if a not in state.fresh]
     for agent in erased:
         state.drop_agent(agent, erased_here=False)
-    with state._lock:
+    with state.lock:
         mine = state.fresh | state.removed
         for key, attr in AGENT_TABLES.items():
             table = getattr(state, attr)
@@ -104,7 +135,7 @@ def merge(state: CalibrationState, data: dict[str, Any]) -> bool:
     return True
 
 
-def _take_global(state: CalibrationState, data: dict[str, Any]) -> None:
+def _take_global(state: Shared, data: dict[str, Any]) -> None:
     """The store-wide threshold and fused gate the store holds (not measured here since the last save)."""
     state.global_threshold = data.get("global_threshold")
     state.global_fused_gate = data.get("global_fused_gate")

@@ -3,16 +3,39 @@ background re-embedding's progress after a model change."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from cpersona.config import Settings
 from cpersona.embedding import identity
+from cpersona.jobs.ports import Embeddings
+from cpersona.storage import Database
 
-if TYPE_CHECKING:
-    from cpersona.jobs.task_queue import TaskQueue
+
+class Queue(Protocol):
+    """What the status reads of the queue (jobs/task_queue.py: `TaskQueue`)."""
+
+    settings: Settings
+    db: Database
+    embeddings: Embeddings
+    clock: Callable[[], float]
+    state: str
+    waiting_reason: str | None
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def delay(self) -> float: ...
+
+    @property
+    def max_retries(self) -> int: ...
+
+    def running(self) -> bool: ...
 
 
-def queue_status(queue: TaskQueue) -> dict[str, Any]:
+def queue_status(queue: Queue) -> dict[str, Any]:
     """{enabled, running, state, pending, failed, retrying, retries, max_retries, retry_delay,
     oldest_pending_age_s, waiting_reason?, embedding_worker?, recent_failures?, reembed?}.
 
@@ -54,7 +77,7 @@ def queue_status(queue: TaskQueue) -> dict[str, Any]:
     return out
 
 
-def _stalled_worker(queue: TaskQueue) -> dict[str, Any] | None:
+def _stalled_worker(queue: Queue) -> dict[str, Any] | None:
     """{state: "not_answering", waited_s, replaced_at_s} when the bundled model's worker process
     has had a batch in flight for longer than CPERSONA_EMBED_WAIT_SECS (what a recall waits for
     its query vector: past it, recalls answer from keywords); else None."""

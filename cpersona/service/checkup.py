@@ -19,7 +19,7 @@ from cpersona.embedding.provider import build_embedder
 from cpersona.health import HealthEnv, check_health, deep_check
 from cpersona.policy.projects import OperatingContext
 from cpersona.service.engine import Engine
-from cpersona.storage import Database
+from cpersona.storage.backend import open_read_only
 
 #: Seconds to wait for a bundled embedding model to load before probing it.
 MODEL_WAIT_SECONDS = 120.0
@@ -72,7 +72,7 @@ def run_checkup(settings: Settings, agent: str = "", fix: bool = False, deep: bo
             return report
         finally:
             engine.close()
-    db = Database(settings.db_path, settings.fts_enabled, read_only=True)
+    db = open_read_only(settings.db_path, settings.fts_enabled)
     embedder = None
     try:
         embedder = build_embedder(settings)

@@ -11,9 +11,9 @@ ERASED = (
     ("deleted_episodes", "episodes"),
     ("deleted_pending_tasks", "pending_memory_tasks"),
 )
-#: Agent ids owning a memory or an episode (portable SQL, shared with the PostgreSQL backend).
+#: Agent ids owning a memory or an episode (portable SQL: the PostgreSQL backend runs it too).
 IDS_QUERY = "SELECT agent_id FROM memories UNION SELECT agent_id FROM episodes ORDER BY 1"
-#: One row per agent with STATS_COLUMNS (portable SQL, shared with the PostgreSQL backend).
+#: One row per agent with STATS_COLUMNS (portable SQL: the PostgreSQL backend runs it too).
 STATS_QUERY = """SELECT a.agent_id,
                  (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id),
                  (SELECT COUNT(*) FROM memories m WHERE m.agent_id = a.agent_id AND m.locked = 1),

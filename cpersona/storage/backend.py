@@ -12,6 +12,7 @@ import logging
 
 from cpersona.config import Settings
 from cpersona.errors import ConfigError, DatabaseDamaged
+from cpersona.storage import ports
 from cpersona.storage.db import BUSY_TIMEOUT_MS, Database
 
 log = logging.getLogger(__name__)
@@ -22,12 +23,11 @@ def is_postgres(url: str) -> bool:
     return url.strip().lower().startswith(("postgresql://", "postgres://"))
 
 
-def open_database(settings: Settings) -> tuple[Database, str]:
-    """(database, damage): the configured database with the current schema applied. A
-    `PgDatabase` offers the same interface as `Database` (structurally), so it is typed as
-    one for the layers above. A SQLite file too damaged to migrate is opened read-only
-    instead, so the server still starts, answers what it can read, and says why it writes
-    nothing (`damage`; '' when the database is sound).
+def open_database(settings: Settings) -> tuple[ports.Database, str]:
+    """(database, damage): the configured database with the current schema applied, typed as
+    the storage contract (storage/ports/) both backends implement. A SQLite file too damaged
+    to migrate is opened read-only instead, so the server still starts, answers what it can
+    read, and says why it writes nothing (`damage`; '' when the database is sound).
 
     Raises:
         ConfigError: CPERSONA_DB_URL is not a postgresql:// URL, or psycopg is not installed.
@@ -47,8 +47,14 @@ def open_database(settings: Settings) -> tuple[Database, str]:
         return db, str(err)
 
 
+def open_read_only(path: str, fts_enabled: bool = True) -> ports.Database:
+    """An existing SQLite file opened read-only as it is: no migration, nothing created or
+    changed (`cpersona checkup`). Raises StorageError when it is missing or unreadable."""
+    return Database(path, fts_enabled, read_only=True)
+
+
 def open_url(url: str, fts_enabled: bool = True, pool_size: int = 10,
-             busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Database:
+             busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> ports.Database:
     """A database named by URL: postgresql://… → PgDatabase; sqlite:///path or a plain path → Database.
     `busy_timeout_ms` bounds how long a write waits for another writer's lock (SQLite's busy
     timeout; PostgreSQL's lock_timeout)."""
@@ -58,7 +64,7 @@ def open_url(url: str, fts_enabled: bool = True, pool_size: int = 10,
         except ImportError as err:
             raise ConfigError(f"CPERSONA_DB_URL names PostgreSQL but psycopg is not installed ({err}); "
                               "install it with: pip install 'cpersona-memory[postgres]'") from None
-        return PgDatabase(url, fts_enabled, pool_size, busy_timeout_ms)  # type: ignore[return-value]
+        return PgDatabase(url, fts_enabled, pool_size, busy_timeout_ms)
     if url.startswith("sqlite:///"):
         return Database(url.removeprefix("sqlite:///"), fts_enabled, busy_timeout_ms)
     if "://" in url:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 #: A chunked maintenance write holds the write lock about this long per transaction; its
 #: first transaction does CHUNK_FIRST_SIZE units of work, later ones adapt.
@@ -17,10 +18,14 @@ CHUNK_FIRST_SIZE = 200
 CHUNK_MAX_SIZE = 20_000
 
 
+class _Writes(Protocol):
+    def write(self) -> AbstractContextManager[Any]: ...
+
+
 class ChunkedWrites:
     """`write_in_chunks` over the `write()` of the class it is mixed into."""
 
-    def write_in_chunks(self, step: Callable[[Any, int], bool]) -> int:
+    def write_in_chunks(self: _Writes, step: Callable[[Any, int], bool]) -> int:
         """Run `step(session, size)` in successive write transactions until it returns True;
         returns the number of transactions. For maintenance writes too long for one
         transaction: a step does at most `size` units of work (e.g. rows), and `size` is
@@ -38,7 +43,7 @@ class ChunkedWrites:
         while True:
             rounds += 1
             started = time.monotonic()
-            with self.write() as session:  # type: ignore[attr-defined]
+            with self.write() as session:
                 done = step(session, size)
             if done:
                 return rounds

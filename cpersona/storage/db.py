@@ -32,6 +32,7 @@ from cpersona.storage.commit_order import CommitOrdered
 from cpersona.storage.failures import Conditions, condition_of
 from cpersona.storage.file_identity import FileIdentity
 from cpersona.storage.fts_counts import CountingConnection
+from cpersona.storage.ports import Change
 from cpersona.storage.resident_fts import ResidentFts
 from cpersona.storage.search import install_vocab
 from cpersona.storage.session import Session
@@ -344,11 +345,10 @@ class Database(CommitOrdered, ChunkedWrites):
         return busy == 0
 
     def data_version(self, wait: bool = True) -> int | None:
-        """PRAGMA data_version of the write connection: changes only when ANOTHER
-        connection (another process, or a reader) committed since the last call.
-
-        With `wait=False` it answers None instead of waiting while this process holds the write lock (a long
-        import writes chunk after chunk): no other connection can commit meanwhile, so the caller looks again later."""
+        """PRAGMA data_version of the write connection: changes only when ANOTHER connection (another
+        process, or a reader) committed since the last call. With `wait=False`, None instead of waiting while
+        this process holds the write lock (a long import writes chunk after chunk): no other connection can
+        commit meanwhile, so the caller looks again later."""
         stamp = self.change_stamp(wait)
         return None if stamp is None else stamp[1]
 
@@ -365,7 +365,7 @@ class Database(CommitOrdered, ChunkedWrites):
         finally:
             self._lock.release()
 
-    def changes_since(self, version: int) -> list | None:
+    def changes_since(self, version: int) -> list[Change] | None:
         """Which rows others changed after `version`: SQLite says only THAT they did — None (reload)."""
         return None
 

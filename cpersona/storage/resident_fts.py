@@ -34,15 +34,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from cpersona.storage.fts_top import K1, Hits, or_phrases
-
-if TYPE_CHECKING:
-    from cpersona.storage.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -172,11 +170,26 @@ def agrees(conn: sqlite3.Connection, table: str, snap: Snapshot) -> bool:
 Builders = dict[str, Callable[[sqlite3.Connection], Snapshot | None]]
 
 
+class _Connected(Protocol):
+    @property
+    def conn(self) -> sqlite3.Connection: ...
+
+
+class Source(Protocol):
+    """What the held indexes need of their database (storage/db.py: `Database`)."""
+
+    def change_stamp(self, wait: bool = True) -> tuple[int, int] | None:
+        """Equal stamps mean unchanged rows; None (with `wait=False`) while the file is written."""
+
+    def read(self) -> AbstractContextManager[_Connected]:
+        """A read session on this thread's connection."""
+
+
 class ResidentFts:
-    """The snapshots of one Database's held indexes, rebuilt by a daemon thread when the
+    """The snapshots of one database's held indexes, rebuilt by a daemon thread when the
     file changed (module doc)."""
 
-    def __init__(self, db: Database, builders: Builders) -> None:
+    def __init__(self, db: Source, builders: Builders) -> None:
         self.db = db
         self.builders = builders
         self._held: tuple[tuple[int, int], dict[str, Snapshot]] | None = None

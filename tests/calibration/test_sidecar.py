@@ -39,7 +39,7 @@ def test_two_servers_saving_at_once_keep_both_entries(tmp_path):
     import time
 
     from cpersona.calibration.store import SidecarStore
-    from cpersona.storage import Database
+    from cpersona.storage.db import Database
 
     path = tmp_path / "two.db"
     dbs = [Database(str(path)), Database(str(path))]

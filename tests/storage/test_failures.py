@@ -213,7 +213,7 @@ def test_fts_check_on_a_read_only_file_is_not_reported_as_damage(tmp_path):
 
     import pytest
     from cpersona.errors import CheckNeedsWrite
-    from cpersona.storage import Database
+    from cpersona.storage.db import Database
     from cpersona.storage.integrity import IntegrityRepo
 
     path = tmp_path / "ro.db"

@@ -11,7 +11,8 @@ import time
 
 import pytest
 from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.storage import Database, db, migration, schema
+from cpersona.storage import db, migration, schema
+from cpersona.storage.db import Database
 
 from conftest import db_rows, new_engine
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from cpersona.storage import Database
+from cpersona.storage.db import Database
 
 
 def test_readers_of_ended_threads_are_closed(tmp_path):

@@ -13,7 +13,7 @@ from cpersona.storage.codec import to_blob
 from cpersona.storage.meta import VectorState
 from cpersona.storage.records import EpisodeDraft, MemoryDraft
 from cpersona.storage.scope import Scope
-from cpersona.storage.tasks import embed_payload
+from cpersona.storage.tasks import REEMBED, embed_payload
 from cpersona.storage.transfer import COLUMNS
 
 
@@ -277,6 +277,17 @@ def test_task_queue_methods(db):
     with db.read() as s:
         payloads = [r[3] for r in s.tasks.due(1e12, True, 10)]
         assert embed_payload("memories", mid) in payloads
+
+
+def test_the_background_reembed_is_queued_once(db):
+    with db.write() as s:
+        assert s.tasks.enqueue_reembed()
+        assert not s.tasks.enqueue_reembed()  # one is pending already
+    with db.read() as s:
+        assert [r[1] for r in s.tasks.due(1e12, True, 10)] == [REEMBED] and s.tasks.due(1e12, False, 10) == []
+    with db.write() as s:
+        s.tasks.delete(s.tasks.due(1e12, True, 1)[0][0])
+        assert s.tasks.enqueue_reembed()  # the last one ran: a new model change queues another
 
 
 # ------------------------------------------------------------- meta, vectors

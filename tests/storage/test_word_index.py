@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cpersona.storage import Database
+from cpersona.storage.db import Database
 from cpersona.util.words import index_form
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"

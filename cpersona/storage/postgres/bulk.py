@@ -2,7 +2,7 @@
 profile writes (portable statements), with the inserts and the channel-axis repair
 written for PostgreSQL (`ON CONFLICT DO NOTHING … RETURNING` instead of `INSERT OR IGNORE`
 and `lastrowid`; jsonb instead of SQLite's JSON functions). Every inserted memory gets its
-word-index row in the same transaction (postgres/words.py)."""
+word-index row in the same transaction (postgres/word_index.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 
 from cpersona.storage.bulk import _EPISODE, _MEMORY, BRIDGE_CHANNEL, BulkRepo, _sqlite_now
-from cpersona.storage.postgres import words
-from cpersona.storage.postgres.portable import portable
+from cpersona.storage.postgres import word_index
+from cpersona.storage.postgres.dialect import qmark
 from cpersona.storage.records import RowRef
 
 #: The `session_id` of a memory's metadata (NULL when the metadata is not a JSON object).
@@ -25,7 +25,7 @@ class PgBulkRepo(BulkRepo):
     """Whole-row writes and exact probes over one connection."""
 
     def __init__(self, conn: psycopg.Connection) -> None:
-        super().__init__(portable(conn))
+        super().__init__(qmark(conn))
         self.pg = conn
 
     def insert_memory(self, row: Mapping[str, Any], blob: bytes | None) -> RowRef | None:
@@ -38,7 +38,7 @@ class PgBulkRepo(BulkRepo):
             [row[k] for k in _MEMORY] + [blob, created]).fetchone()
         if got is None:
             return None
-        words.put(self.pg, got[0], row["content"])
+        word_index.put(self.pg, got[0], row["content"])
         return RowRef(got[0], row["agent_id"], row["project_id"], row["channel"], created)
 
     def insert_episode(self, row: Mapping[str, Any], blob: bytes | None) -> RowRef:

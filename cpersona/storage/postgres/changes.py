@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 import psycopg
 
+from cpersona.storage.ports import Change
+
 log = logging.getLogger(__name__)
 
 #: Changes kept for readers that have not caught up; older readers reload.
@@ -31,8 +33,6 @@ POLL = 0.5
 #: Keys of cpersona_meta whose change invalidates every stored vector's meaning.
 _RELOADING_KEYS = {"vectors"}
 
-#: (table, ids) of rows changed elsewhere; None = unknown (reload).
-Change = tuple[str, list[int]] | None
 
 
 class ChangeFeed:

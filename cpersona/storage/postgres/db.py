@@ -1,4 +1,4 @@
-"""`PgDatabase`: the `Database` interface over a PostgreSQL server (psycopg 3 + its pool).
+"""`PgDatabase`: the `Database` contract (storage/ports/) over a PostgreSQL server (psycopg 3 + its pool).
 
 Same contract as the SQLite `Database` (storage/db.py):
 
@@ -35,8 +35,9 @@ from cpersona.storage.chunks import ChunkedWrites
 from cpersona.storage.commit_order import CommitOrdered
 from cpersona.storage.db import BUSY_TIMEOUT_MS
 from cpersona.storage.failures import Conditions
+from cpersona.storage.ports import Change
 from cpersona.storage.postgres import schema
-from cpersona.storage.postgres.changes import Change, ChangeFeed
+from cpersona.storage.postgres.changes import ChangeFeed
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.postgres.session import PgSession
 from cpersona.storage.postgres.url import display_url
@@ -73,6 +74,8 @@ class PgDatabase(CommitOrdered, ChunkedWrites):
     #: A server database is never opened read-only; its lexical index has no build problem.
     read_only = False
     fts_problem = ""
+    #: No SQLite library is involved.
+    sqlite_version = ""
 
     def __init__(self, url: str, fts_enabled: bool = True, pool_size: int = 10,
                  busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 
 from cpersona.storage.dump import DumpRepo
-from cpersona.storage.postgres.portable import portable
+from cpersona.storage.postgres.dialect import qmark
 
 
 class PgDumpRepo(DumpRepo):
@@ -15,7 +15,7 @@ class PgDumpRepo(DumpRepo):
     LOCK = " FOR UPDATE"  # READ COMMITTED: the row lock keeps a concurrent update out until commit
 
     def __init__(self, conn: psycopg.Connection) -> None:
-        super().__init__(portable(conn))
+        super().__init__(qmark(conn))
 
     def _read(self, name: str) -> str:
         return name  # PostgreSQL keeps text columns text (and valid UTF-8)

@@ -1,5 +1,4 @@
-"""The `episodes` and `profiles` tables on PostgreSQL (same methods as `storage/episodes.py`
-and `storage/profiles.py`)."""
+"""The `episodes` table on PostgreSQL (the methods of `storage/episodes.py`)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from cpersona.storage.postgres.rows import one, scalar
 from cpersona.storage.postgres.scope import predicate
 from cpersona.storage.records import EpisodeDraft, EpisodeRow, RowRef
 from cpersona.storage.scope import Scope
-from cpersona.util.time import utc_now_iso
 
 
 class PgEpisodeRepo:
@@ -73,31 +71,3 @@ class PgEpisodeRepo:
         where, params = predicate(scope, "e")
         sql = f"SELECT e.id, COALESCE(NULLIF(e.start_time, ''), e.created_at, '') FROM episodes e WHERE {where}"
         return [tuple(r) for r in self.conn.execute(sql, params)]
-
-
-class PgProfileRepo:
-    """Queries on `profiles` over one connection."""
-
-    def __init__(self, conn: psycopg.Connection) -> None:
-        self.conn = conn
-
-    def get(self, agent_id: str) -> str:
-        """The agent's profile text ('' when none)."""
-        row = self.conn.execute("SELECT content FROM profiles WHERE agent_id = %s AND user_id = ''",
-                                (agent_id,)).fetchone()
-        return row[0] if row else ""
-
-    def upsert(self, agent_id: str, text: str) -> None:
-        """Replace the agent profile (write transaction)."""
-        self.conn.execute(
-            "INSERT INTO profiles(agent_id, project_id, user_id, content, updated_at) VALUES (%s, '', '', %s, %s) "
-            "ON CONFLICT (agent_id, user_id) DO UPDATE SET content = excluded.content, "
-            "updated_at = excluded.updated_at",
-            (agent_id, text, utc_now_iso()))
-
-    def newest(self, agent_id: str, limit: int) -> list[str]:
-        """Texts of the agent's profiles, newest first."""
-        rows = self.conn.execute(
-            "SELECT content FROM profiles WHERE agent_id = %s AND user_id = '' ORDER BY updated_at DESC LIMIT %s",
-            (agent_id, limit)).fetchall()
-        return [r[0] for r in rows]

@@ -1,5 +1,5 @@
 """The bulk-write journal on PostgreSQL: `storage/journal.py` (whose module doc explains the
-phases, undo and roll-forward) over postgres/portable.py, with the tables created by the
+phases, undo and roll-forward) over postgres/dialect.py, with the tables created by the
 migration (not on first use: two nodes creating a table at once would collide in the
 catalog) and the journal rows keyed by a `seq` column instead of SQLite's rowid."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 
 from cpersona.storage.journal import OPS, ROWS, TABLES, JournalRepo
-from cpersona.storage.postgres.portable import portable
+from cpersona.storage.postgres.dialect import qmark
 from cpersona.storage.postgres.rows import scalar
 
 DDL = {
@@ -39,7 +39,7 @@ class PgJournalRepo(JournalRepo):
     KEY = "seq"
 
     def __init__(self, conn: psycopg.Connection) -> None:
-        super().__init__(portable(conn))
+        super().__init__(qmark(conn))
         self.pg = conn
 
     def exists(self) -> bool:

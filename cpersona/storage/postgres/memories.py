@@ -18,7 +18,7 @@ import psycopg
 
 from cpersona.errors import Refused
 from cpersona.storage.memories import LIST_COLUMNS, ROW_COLUMNS, refusal
-from cpersona.storage.postgres import words
+from cpersona.storage.postgres import word_index
 from cpersona.storage.postgres.paging import newest_first
 from cpersona.storage.postgres.scope import predicate, row_filter
 from cpersona.storage.records import MemoryDraft, MemoryRow, RowRef
@@ -64,7 +64,7 @@ class PgMemoryRepo:
         ).fetchone()
         if row is None:
             return None
-        words.put(self.conn, row[0], d.content)
+        word_index.put(self.conn, row[0], d.content)
         return RowRef(row[0], d.agent_id, d.project_id, d.channel, row[1])
 
     def _row(self, memory_id: int) -> tuple | None:
@@ -103,7 +103,7 @@ class PgMemoryRepo:
             raise Refused(f"memory {memory_id}: the new content collides with another memory ({err})") from None
         if cur.rowcount == 0 or row is None:
             raise self._why(memory_id, owner, lock_matters=True)
-        words.put(self.conn, memory_id, content)
+        word_index.put(self.conn, memory_id, content)
         return RowRef(memory_id, row[0], row[1], row[2], row[3])
 
     def delete(self, memory_id: int, owner: str | None) -> RowRef:

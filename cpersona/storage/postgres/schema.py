@@ -39,7 +39,7 @@ import psycopg
 
 from cpersona.errors import SchemaTooNew, StorageError
 from cpersona.storage.meta import POSTGRES_LAYOUT_KEY
-from cpersona.storage.postgres import journal, triggers, words
+from cpersona.storage.postgres import journal, triggers, word_index
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.schema import INDEXES as SQLITE_INDEXES
 from cpersona.storage.schema import SCHEMA_VERSION
@@ -253,8 +253,8 @@ def _stat_rows(conn: psycopg.Connection) -> None:
 
 
 def _word_index(conn: psycopg.Connection) -> None:
-    _run_all(words.DDL)(conn)
-    triggers.install_stats(conn, words.TABLE, words.TOKENS)
+    _run_all(word_index.DDL)(conn)
+    triggers.install_stats(conn, word_index.TABLE, word_index.TOKENS)
 
 
 #: The migration, in order, all inside one transaction.
@@ -268,7 +268,7 @@ STEPS = (
     Step(8, "create the change-feed and statistics triggers", triggers.install),
     Step(10, "create the bulk-write journal", _run_all(journal.DDL)),
     Step(11, "create the word index", _word_index),
-    Step(12, "re-tokenise a word index of an older form, index the memories it lacks", words.refresh),
+    Step(12, "re-tokenise a word index of an older form, index the memories it lacks", word_index.refresh),
 )
 #: Skipped when lexical search is disabled (CPERSONA_FTS_ENABLED=false: LIKE only, no pg_trgm needed).
 _FTS_STEPS = (Step(1, "create the pg_trgm extension", _extension),
@@ -290,7 +290,7 @@ def _is_current(conn: psycopg.Connection, fts_enabled: bool) -> bool:
     row = conn.execute("SELECT value FROM cpersona_meta WHERE key = %s", (LAYOUT_KEY,)).fetchone()
     layout = json.loads(row[0]) if row else {}
     return (layout.get("revision") == LAYOUT_REVISION and (bool(layout.get("fts")) or not fts_enabled)
-            and words.form_current(conn))
+            and word_index.form_current(conn))
 
 
 def migrate(conn: psycopg.Connection, where: str, fts_enabled: bool) -> None:

@@ -30,7 +30,7 @@ import re
 import psycopg
 
 from cpersona.storage import episodes, memories
-from cpersona.storage.postgres import words
+from cpersona.storage.postgres import word_index
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.postgres.scope import like_escape, predicate, row_filter
 from cpersona.storage.records import EpisodeRow, MemoryRow
@@ -130,10 +130,10 @@ class PgSearchRepo:
         return [(MemoryRow._make(r[:-1]), r[-1]) for r in self._rank("memories_fts", expr, where, params, limit)]
 
     def memories_words(self, expr: str, scope: Scope, source_id: str, limit: int) -> list[tuple[MemoryRow, float]]:
-        """Memories whose word index (postgres/words.py) holds a term of `expr` inside the
+        """Memories whose word index (postgres/word_index.py) holds a term of `expr` inside the
         scope, best bm25 first."""
         where, params = row_filter(scope, source_id)
-        return [(MemoryRow._make(r[:-1]), r[-1]) for r in self._rank(words.TABLE, expr, where, params, limit)]
+        return [(MemoryRow._make(r[:-1]), r[-1]) for r in self._rank(word_index.TABLE, expr, where, params, limit)]
 
     def episodes_fts(self, expr: str, scope: Scope, limit: int) -> list[tuple[EpisodeRow, float]]:
         """Episodes (summary + keywords) matching `expr` inside the scope, best bm25 first."""
@@ -145,9 +145,10 @@ class PgSearchRepo:
         if not terms:
             return []
         where, values = named(where, params)
-        if fts == words.TABLE:
+        if fts == word_index.TABLE:
             values.update(limit=limit, t=terms)
-            return self.conn.execute(words.bm25_query(memories.ROW_COLUMNS, where, K1, B, MIN_IDF), values).fetchall()
+            query = word_index.bm25_query(memories.ROW_COLUMNS, where, K1, B, MIN_IDF)
+            return self.conn.execute(query, values).fetchall()
         overlaps = [(i + 1, k) for i, term in enumerate(terms) for k in borders(term)]
         values.update(limit=limit, t=terms, p=["%" + like_escape(t) + "%" for t in terms],
                       wi=[i for i, _ in overlaps], wk=[k for _, k in overlaps])
@@ -177,14 +178,14 @@ class PgSearchRepo:
 
     def table_size(self, fts: str) -> int:
         """Largest id of the table behind `fts` (an upper bound of its rows)."""
-        table = "memories" if fts == words.TABLE else _FTS[fts][0]
+        table = "memories" if fts == word_index.TABLE else _FTS[fts][0]
         return scalar(self.conn, f"SELECT COALESCE(MAX(id), 0) FROM {table}")
 
     def term_doc_counts(self, fts: str, grams: list[str]) -> dict[str, int]:
         """Rows of `fts` containing each term: a word of the word index, or a trigram of the
         text behind a trigram index (case-insensitive)."""
-        if fts == words.TABLE:
-            return words.doc_counts(self.conn, grams)
+        if fts == word_index.TABLE:
+            return word_index.doc_counts(self.conn, grams)
         table, alias, _, searched = _FTS[fts]
         found = {}
         for g in grams:

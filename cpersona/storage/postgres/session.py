@@ -10,16 +10,21 @@ from functools import cached_property
 import psycopg
 
 from cpersona.storage.commit_order import AfterCommitHooks
+from cpersona.storage.postgres.agents import PgAgentRepo
 from cpersona.storage.postgres.bulk import PgBulkRepo
 from cpersona.storage.postgres.dump import PgDumpRepo
-from cpersona.storage.postgres.episodes import PgEpisodeRepo, PgProfileRepo
-from cpersona.storage.postgres.health import PgIntegrityRepo, PgInventoryRepo, PgRepairRepo
+from cpersona.storage.postgres.episodes import PgEpisodeRepo
+from cpersona.storage.postgres.integrity import PgIntegrityRepo
+from cpersona.storage.postgres.inventory import PgInventoryRepo
 from cpersona.storage.postgres.journal import PgJournalRepo
 from cpersona.storage.postgres.memories import PgMemoryRepo
-from cpersona.storage.postgres.meta import PgAgentRepo, PgMetaRepo, PgVectorRepo
+from cpersona.storage.postgres.meta import PgMetaRepo
+from cpersona.storage.postgres.profiles import PgProfileRepo
+from cpersona.storage.postgres.repairs import PgRepairRepo
 from cpersona.storage.postgres.search import PgSearchRepo
 from cpersona.storage.postgres.tasks import PgTaskRepo
 from cpersona.storage.postgres.transfer import PgTransferRepo
+from cpersona.storage.postgres.vectors import PgVectorRepo
 
 
 class PgSession(AfterCommitHooks):

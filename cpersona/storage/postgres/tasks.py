@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from cpersona.storage.postgres.rows import one, scalar
-from cpersona.storage.tasks import EMBED, EMBEDDED_TABLES, embed_payload
+from cpersona.storage.tasks import EMBED, EMBEDDED_TABLES, REEMBED, embed_payload
 
 #: Seconds a claimed task belongs to its node: longer than one batch of embeddings can take
 #: (32 texts, CPERSONA_EMBEDDING_TIMEOUT_SECS ≤ 600 s per call, plus the probe).
@@ -57,6 +57,18 @@ class PgTaskRepo:
                 "ON CONFLICT (payload) WHERE task_type = 'embed' DO NOTHING", (EMBED, table)).rowcount
         return added
 
+    def enqueue_reembed(self) -> bool:
+        """Queue the background re-embedding unless a task for it is already pending; True when
+        one was added. Nodes deciding it at once add one: the check runs under a
+        transaction-scoped advisory lock (SQLite's write transaction excludes the others)."""
+        self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':reembed'))")
+        if self.conn.execute("SELECT 1 FROM pending_memory_tasks WHERE task_type = %s AND status = 'pending'",
+                             (REEMBED,)).fetchone():
+            return False
+        self.conn.execute("INSERT INTO pending_memory_tasks(task_type, agent_id, project_id, payload, updated_at) "
+                          f"VALUES (%s, '', '', '{{}}', {_NOW})", (REEMBED,))
+        return True
+
     def claim(self, now: float, with_embeds: bool, limit: int) -> list[tuple[int, str, str, str, int]]:
         """Take up to `limit` due tasks no other node holds (FIFO) for LEASE_SECONDS (this
         node's own leases are taken again); returns (id, task_type, agent_id, payload,
@@ -64,9 +76,9 @@ class PgTaskRepo:
         rows = self.conn.execute(
             "UPDATE pending_memory_tasks t SET lease_owner = %s, lease_until = %s FROM ("
             "SELECT id FROM pending_memory_tasks WHERE status = 'pending' AND not_before <= %s "
-            "AND (lease_until <= %s OR lease_owner = %s) AND (%s OR task_type <> %s) ORDER BY id LIMIT %s "
+            "AND (lease_until <= %s OR lease_owner = %s) AND (%s OR task_type NOT IN (%s, %s)) ORDER BY id LIMIT %s "
             "FOR UPDATE SKIP LOCKED) c WHERE t.id = c.id RETURNING t.id, t.task_type, t.agent_id, t.payload, t.retries",
-            (self.node, now + LEASE_SECONDS, now, now, self.node, with_embeds, EMBED, limit)).fetchall()
+            (self.node, now + LEASE_SECONDS, now, now, self.node, with_embeds, EMBED, REEMBED, limit)).fetchall()
         return sorted(rows)
 
     def release(self, task_ids: list[int]) -> None:
@@ -96,17 +108,17 @@ class PgTaskRepo:
     # ------------------------------------------------------------------- read
     def due(self, now: float, with_embeds: bool, limit: int) -> list[tuple[int, str, str, str, int]]:
         """(id, task_type, agent_id, payload, retries) of pending tasks due at `now` that no
-        other node holds, FIFO; embed tasks only when `with_embeds`."""
+        other node holds, FIFO; embed and reembed tasks only when `with_embeds`."""
         return self.conn.execute(
             "SELECT id, task_type, agent_id, payload, retries FROM pending_memory_tasks "
             "WHERE status = 'pending' AND not_before <= %s AND (lease_until <= %s OR lease_owner = %s) "
-            "AND (%s OR task_type <> %s) ORDER BY id LIMIT %s",
-            (now, now, self.node, with_embeds, EMBED, limit)).fetchall()
+            "AND (%s OR task_type NOT IN (%s, %s)) ORDER BY id LIMIT %s",
+            (now, now, self.node, with_embeds, EMBED, REEMBED, limit)).fetchall()
 
     def next_due(self, with_embeds: bool) -> float | None:
         """Earliest time a pending task becomes due (its retry time or its lease's end)."""
         return scalar(self.conn, "SELECT MIN(GREATEST(not_before, lease_until)) FROM pending_memory_tasks "
-                      "WHERE status = 'pending' AND (%s OR task_type <> %s)", (with_embeds, EMBED))
+                      "WHERE status = 'pending' AND (%s OR task_type NOT IN (%s, %s))", (with_embeds, EMBED, REEMBED))
 
     def is_pending(self, task_id: int) -> bool:
         """True when the task is still pending and not held by another node; inside a write

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 
 from cpersona.storage.meta import POSTGRES_LAYOUT_KEY, WORD_FORM_KEY
-from cpersona.storage.postgres import words
+from cpersona.storage.postgres import word_index
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.transfer import COLUMNS, META_TABLE
 
@@ -56,7 +56,7 @@ class PgTransferRepo:
         for table in COLUMNS:
             self.conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                               f"GREATEST((SELECT COALESCE(MAX(id), 0) FROM {table}), 1))")
-        words.fill_missing(self.conn)
+        word_index.fill_missing(self.conn)
 
 
 def _text_safe(value: object) -> object:

@@ -1,12 +1,13 @@
-"""Running the SQLite repositories' portable statements on PostgreSQL.
+"""SQLite's parameter style on a psycopg connection, so the SQLite repositories' standard
+statements run on PostgreSQL unchanged.
 
 Most statements of `storage/` are standard SQL that both engines run alike; they differ only
-in the parameter marker (SQLite `?`, psycopg `%s`). `Portable` wraps a psycopg connection
-so a SQLite repository class can be reused as is: a statement has its literal `%` doubled
-and each `?` outside quotes turned into `%s`, unless it holds `%s` markers and no `?` (the
-PostgreSQL repositories' own statements), which pass through untouched. The
-PostgreSQL repositories subclass the SQLite ones and override only what is not portable
-(`INSERT OR IGNORE`, `rowid`, `PRAGMA`, `lastrowid`, SQLite's JSON functions).
+in the parameter marker (SQLite's qmark `?`, psycopg's `%s`). `QmarkConnection` wraps a
+psycopg connection so a SQLite repository class can be reused as is: a statement has its
+literal `%` doubled and each `?` outside quotes turned into `%s`, unless it holds `%s`
+markers and no `?` (the PostgreSQL repositories' own statements), which pass through
+untouched. The PostgreSQL repositories subclass the SQLite ones and override only what is
+not portable (`INSERT OR IGNORE`, `rowid`, `PRAGMA`, `lastrowid`, SQLite's JSON functions).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def translate(sql: str) -> str:
     return _TOKEN.sub(repl, sql)
 
 
-class Portable:
+class QmarkConnection:
     """A psycopg connection that also accepts SQLite's `?` markers (`execute`,
     `executemany`); every other attribute is the connection's."""
 
@@ -56,7 +57,7 @@ class Portable:
         return getattr(self.raw, name)
 
 
-def portable(conn: Any) -> Any:
+def qmark(conn: Any) -> Any:
     """`conn` wrapped once (typed Any: it stands in for the sqlite3.Connection the SQLite
     repositories are annotated with)."""
-    return conn if isinstance(conn, Portable) else Portable(conn)
+    return conn if isinstance(conn, QmarkConnection) else QmarkConnection(conn)

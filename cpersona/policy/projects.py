@@ -63,9 +63,10 @@ class Context:
 
 @dataclass
 class Gate:
-    """Outcome of the project_id gate for one call."""
+    """Outcome of the project_id gate for one call. `project_id` is the resolved project, or
+    the caller's argument unchanged (any value: the tool validates it after the gate)."""
 
-    project_id: str | None
+    project_id: object
     extras: dict[str, Any] = field(default_factory=dict)
     refusal: str | None = None
     revision: str | None = None
@@ -205,8 +206,9 @@ class OperatingContext:
             return {"ok": False, "error": f"unknown doctrine section {section!r}", "doctrine_sections": sections}
         return {"ok": True, "context_revision": ctx.revision, "section": section, "body": ctx.doctrine[section]}
 
-    def gate(self, agent_id: str, project_id: str | None, write: bool) -> Gate:
-        """Resolve "@auto" and check the registry for one call of a project_id tool."""
+    def gate(self, agent_id: object, project_id: object, write: bool) -> Gate:
+        """Resolve "@auto" and check the registry for one call of a project_id tool (the
+        arguments as the caller sent them: they are validated by the tool afterwards)."""
         ctx, why = self.current()
         if ctx is None and project_id == AUTO:
             # Dormant context: "@auto" cannot be resolved. Storing or filtering the literal

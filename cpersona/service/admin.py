@@ -1,5 +1,5 @@
-"""Managing stored rows and the process: delete / lock / unlock, erase an agent, profiles,
-the no-persist pause, the task queue, the operating context, statistics.
+"""Managing stored rows: delete / lock / unlock, erase an agent, profiles (the process's
+own state — pause, queue, statistics — is service/status.py).
 
 Write tools check the pause FIRST and answer with their skipped body (service/paused.py).
 Bad arguments raise InvalidArgument; a refused change (absent, locked, not owned) returns
@@ -11,38 +11,47 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
+from cpersona.calibration.runner import Calibration
+from cpersona.config import Settings
 from cpersona.errors import Refused, StorageUnavailable
+from cpersona.index.resident import ResidentIndexes
 from cpersona.policy import validate
-from cpersona.policy.pause import MAX_TTL_SECONDS
+from cpersona.policy.pause import Pause
 from cpersona.service.bulkwrite import claimed
-from cpersona.service.identity import IdentityService
-from cpersona.service.outcomes import AgentErased, ProfileUpdate, RowChange
+from cpersona.service.outcomes import AgentErased, Profile, ProfileUpdate, RowChange
 from cpersona.service.paused import skipped_body
-from cpersona.storage import Session
+from cpersona.storage import Database, Session
 from cpersona.util.text import sanitize
 from cpersona.util.words import visible
 
 log = logging.getLogger(__name__)
 
 
-class AdminService(IdentityService):
-    """Management tools; mixed into `Engine`."""
+@dataclass(frozen=True, eq=False)
+class AdminService:
+    """The row and profile tools over the engine's collaborators."""
+
+    settings: Settings
+    db: Database
+    resident: ResidentIndexes
+    pause: Pause
+    calibration: Calibration
 
     # ------------------------------------------------------------ row changes
-    def delete_memory(self, memory_id: Any, agent_id: Any = None) -> RowChange:
+    def delete_memory(self, memory_id: object, agent_id: object = None) -> RowChange:
         """Delete an unlocked memory. Returns {ok: true, deleted_id} | {ok: false, error}
         (not found, locked, not owned)."""
         return self._delete_row("delete_memory", "memories", "memory_id", memory_id, agent_id,
                                 lambda s, row_id, owner: s.memories.delete(row_id, owner))
 
-    def delete_episode(self, episode_id: Any, agent_id: Any = None) -> RowChange:
+    def delete_episode(self, episode_id: object, agent_id: object = None) -> RowChange:
         """Delete an episode (episodes have no lock). {ok: true, deleted_id} | {ok: false, error}."""
         return self._delete_row("delete_episode", "episodes", "episode_id", episode_id, agent_id,
                                 lambda s, row_id, owner: s.episodes.delete(row_id, owner))
 
-    def _delete_row(self, tool: str, table: str, argument: str, raw_id: Any, agent_id: Any,
+    def _delete_row(self, tool: str, table: str, argument: str, raw_id: object, agent_id: object,
                     delete: Callable[[Session, int, str | None], object]) -> RowChange:
         """Guarded DELETE + its queued embed task in one transaction, then the resident index."""
         if (paused := skipped_body(self.pause, tool)) is not None:
@@ -59,16 +68,16 @@ class AdminService(IdentityService):
             return {"ok": False, "error": str(err)}
         return {"ok": True, "deleted_id": row_id}
 
-    def lock_memory(self, memory_id: Any, agent_id: Any = None) -> RowChange:
+    def lock_memory(self, memory_id: object, agent_id: object = None) -> RowChange:
         """Protect a memory from update_memory, delete_memory and repairs (not a ranking
         boost; delete_agent_data still removes it). Idempotent. {ok: true, locked_id}."""
         return self._set_locked("lock_memory", "locked_id", memory_id, agent_id, True)
 
-    def unlock_memory(self, memory_id: Any, agent_id: Any = None) -> RowChange:
+    def unlock_memory(self, memory_id: object, agent_id: object = None) -> RowChange:
         """Remove the protection of lock_memory. Idempotent. {ok: true, unlocked_id}."""
         return self._set_locked("unlock_memory", "unlocked_id", memory_id, agent_id, False)
 
-    def _set_locked(self, tool: str, key: str, memory_id: Any, agent_id: Any, locked: bool) -> RowChange:
+    def _set_locked(self, tool: str, key: str, memory_id: object, agent_id: object, locked: bool) -> RowChange:
         if (paused := skipped_body(self.pause, tool)) is not None:
             return paused
         mid = validate.row_id("memory_id", memory_id)
@@ -81,7 +90,7 @@ class AdminService(IdentityService):
             return {"ok": False, "error": str(err)}
         return {"ok": True, key: mid}  # type: ignore[misc]
 
-    def delete_agent_data(self, agent_id: Any) -> AgentErased:
+    def delete_agent_data(self, agent_id: object) -> AgentErased:
         """Delete everything of one agent: memories (locked ones too), episodes, profiles and
         queued tasks, then its vectors in the resident index and its calibration state.
         Returns the count of each.
@@ -122,22 +131,22 @@ class AdminService(IdentityService):
         return out
 
     # --------------------------------------------------------------- profiles
-    def get_profile(self, agent_id: Any) -> dict[str, Any]:
+    def get_profile(self, agent_id: object) -> Profile:
         """{profile: text or ""}."""
         agent = validate.identifier("agent_id", agent_id) or ""
         with self.db.read() as s:
             return {"profile": s.profiles.get(agent)}
 
-    def update_profile(self, agent_id: Any, profile: Any) -> ProfileUpdate:
+    def update_profile(self, agent_id: object, profile: object) -> ProfileUpdate:
         """Replace the agent's profile with caller-computed text, cut to
         CPERSONA_MAX_PROFILE_LENGTH (`truncated: true`). Paused: the skipped body."""
         agent = validate.identifier("agent_id", agent_id) or ""
-        validate.text("profile", profile, max_chars=max(4 * self.settings.max_profile_length, 1_000_000))
+        given = validate.text("profile", profile, max_chars=max(4 * self.settings.max_profile_length, 1_000_000))
         if (paused := skipped_body(self.pause, "update_profile")) is not None:
             return paused
-        if not visible(profile):  # blank, or only invisible format characters (zero-width spaces, BOMs)
+        if not visible(given):  # blank, or only invisible format characters (zero-width spaces, BOMs)
             return {"ok": True, "profiles_updated": 0, "reason": "empty profile"}
-        text, cut = sanitize(profile, self.settings.max_profile_length)
+        text, cut = sanitize(given, self.settings.max_profile_length)
         if not visible(text):
             return {"ok": True, "profiles_updated": 0, "reason": "empty after sanitization"}
         with self.db.write() as s:
@@ -148,49 +157,6 @@ class AdminService(IdentityService):
             out["truncated"] = True
             out["max_length"] = self.settings.max_profile_length
         return out
-
-    # ------------------------------------------------------------------ pause
-    def pause_persistence(self, ttl_seconds: Any = 1800) -> dict[str, Any]:
-        """Turn every write tool into a no-op for `ttl_seconds` (1..86400), process-wide.
-        A second call replaces the deadline. Returns {paused, expires_at, ttl_seconds, scope}."""
-        ttl = validate.limit("ttl_seconds", ttl_seconds, maximum=MAX_TTL_SECONDS)
-        return self.pause.pause(ttl)
-
-    def resume_persistence(self) -> dict[str, Any]:
-        """End the pause now. Returns {paused: false, was_active, scope}."""
-        out = self.pause.resume()
-        self.queue.wake()
-        return out
-
-    def persistence_status(self) -> dict[str, Any]:
-        """{paused, expires_at, ttl_remaining_seconds, scope, update_notice?} (expiry checked lazily)."""
-        return self.with_update_notice(self.pause.status())
-
-    # ------------------------------------------------------ queue, context, stats
-    def queue_status(self) -> dict[str, Any]:
-        """Body of get_queue_status (jobs/task_queue.py), plus update_notice? (service/updates.py)."""
-        return self.with_update_notice(self.queue.status())
-
-    def get_operating_context(self, section: Any = "") -> dict[str, Any]:
-        """Body of get_operating_context: the overview, or one doctrine section."""
-        validate.text("section", section, max_chars=validate.MAX_ID_CHARS)
-        return self.operating_context.describe(section)
-
-    def stats(self) -> dict[str, Any]:
-        """Counts per agent, the database file and size, FTS state (`fts_problem`: why the
-        full-text index is unusable, '' when fine), the failure conditions now affecting the
-        file (`storage_conditions`: busy, disk full, …), the stored vectors' model
-        (`vector_report`: rows awaiting re-embedding, vectors of an unrecorded model), the task
-        queue (for `cpersona stats`), and the schema version stamped in the file
-        (`file_schema_version`: 13 for ours and the original 2.5 line; up to 21 for a file of
-        the original's 2.6 line, which we open in place without re-stamping it)."""
-        with self.db.read() as s:
-            agents = s.agents.stats()
-            stamped = s.integrity.schema_version()
-        return {**self.db.describe(), "file_schema_version": stamped, "fts": self.db.fts_enabled,
-                "fts_problem": self.db.fts_problem,
-                "storage_conditions": self.db.conditions.snapshot(), "agents": agents,
-                **self.vector_report(), "queue": self.queue.status()}
 
 
 def _add_counts(totals: dict[str, int], counts: dict[str, int]) -> None:

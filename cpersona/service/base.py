@@ -1,6 +1,7 @@
-"""`ServiceBase`: the collaborators every service mixin works with, and the steps they share
-(noticing another process's commit, the resident indexes, the operating context's project
-rules). `Engine` (service/engine.py) builds the collaborators and composes the mixins."""
+"""`ServiceBase`: what `RecallService` (service/recall.py), the one service still mixed into
+`Engine`, reads from it — the collaborators and the shared steps, which it delegates to
+`Steps` (service/steps.py). Every other service is a plain class built by `Engine` with
+its collaborators passed in; this base goes when RecallService is built the same way."""
 
 from __future__ import annotations
 
@@ -10,65 +11,33 @@ from typing import Any
 from cpersona.calibration.runner import Calibration
 from cpersona.config import Settings
 from cpersona.embedding.gateway import EmbeddingGateway
-from cpersona.index.resident import ResidentIndexes
 from cpersona.index.vector_index import VectorIndex
-from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy.pause import Pause
-from cpersona.policy.projects import OperatingContext
+from cpersona.service.steps import Steps
 from cpersona.storage import Database
 from cpersona.updates.checker import UpdateCheck
 
-#: Extra keys of a write refused by the operating context's registry (reject mode).
-REFUSED: dict[str, dict[str, Any]] = {"store": {"result": "rejected"}, "archive_episode": {"episode_id": None}}
-
 
 class ServiceBase:
-    """Attributes set by `Engine`, and the steps shared by the tools."""
+    """The Engine's attributes RecallService reads, and the shared steps as it calls them."""
 
     settings: Settings
     db: Database
     gateway: EmbeddingGateway
-    resident: ResidentIndexes
-    queue: TaskQueue
-    pause: Pause
     calibration: Calibration
-    operating_context: OperatingContext
+    pause: Pause
     updates: UpdateCheck
+    steps: Steps
 
     def refresh_if_changed(self) -> None:
-        """Another process committed to the file: drop the resident indexes and re-read the
-        recorded vector identity (atomically, under the index lock)."""
-        with self.resident.lock:
-            if self.resident.changed_elsewhere():
-                self.gateway.reread_state()
+        """`Steps.refresh_if_changed`."""
+        self.steps.refresh_if_changed()
 
     def indexes(self) -> dict[str, VectorIndex] | None:
-        """The resident indexes for the backend's dimension, loaded on first use; None when
-        the dimension is not known yet (no backend, or HTTP before its first answer)."""
-        dim = self.gateway.dim
-        if dim is None:
-            return None
-        if self.gateway.current_state() is None and self.gateway.reconcile() is None:
-            return None
-        with self.resident.lock:
-            state = self.gateway.current_state()
-            return self.resident.get(dim, state) if state is not None and state.model is not None else None
+        """`Steps.indexes`."""
+        return self.steps.indexes()
 
-    def with_update_notice(self, out: dict[str, Any]) -> dict[str, Any]:
-        """`out` plus `update_notice` while a newer release exists or the running one was
-        yanked (status answers; recall gets it once: service/recall.py)."""
-        notice = self.updates.status_notice()
-        return {**out, "update_notice": notice} if notice else out
-
-    def gated(self, tool: str, agent_id: Any, project_id: Any, write: bool, run: Callable[[str | None], Any]) -> Any:
-        """Run `run(resolved project_id)` behind the operating context's project rules:
-        "@auto" resolved, the registry checked (a write outside it is refused in reject
-        mode), `resolved_project_id` / `operating_context_warning` added to the answer."""
-        gate = self.operating_context.gate(agent_id, project_id, write)
-        if gate.refusal is not None:
-            body = gate.refused(REFUSED.get(tool, {}))
-            if tool == "store":
-                body["reason"] = gate.refusal
-            return body
-        out = run(gate.project_id)
-        return {**out, **gate.extras} if gate.extras else out
+    def gated(self, tool: str, agent_id: object, project_id: object, write: bool,
+              run: Callable[[Any], Any]) -> Any:
+        """`Steps.gated` (typed `Any` as RecallService's callers expect until it is converted)."""
+        return self.steps.gated(tool, agent_id, project_id, write, run)

@@ -66,7 +66,7 @@ def run_checkup(settings: Settings, agent: str = "", fix: bool = False, deep: bo
         engine = Engine(settings, start_background=False)
         try:
             _wait_for_model(engine.embedder)
-            report = _report(engine.health_env(), agent, True, deep)
+            report = _report(engine.health.health_env(), agent, True, deep)
             if engine.damage:
                 report["database_damage"] = engine.damage
             return report

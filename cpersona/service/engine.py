@@ -1,23 +1,30 @@
-"""`Engine`: the composition root. It builds the layers below — database, embedding
-gateway, resident indexes, task queue, calibration, operating context — wires their narrow
-collaborators together, and exposes every tool's behaviour through the service mixins:
+"""`Engine`: the composition root and the façade of the service layer.
 
-    writes.py   store, archive_episode, update_memory        (the one write step)
-    recall.py   recall, recall_with_context, get_contents
-    listing.py  list_memories, list_episodes
-    admin.py    delete / lock / unlock, delete_agent_data, profiles, pause, queue, stats
-                (identity.py: the embedding model's identity at start and in stats)
-    quality.py  calibrate_threshold, set_recall_precision, get_recall_precision
-    updates.py  check_update, the update notice of status answers
-    health.py   check_health, deep_check, the integrity check at start
-    exporting.py, importing.py, merging.py   export / import / merge_memories,
-                migrate_channel_axis (large writes journaled by bulkwrite.py)
+It builds the layers below once — database, embedding gateway, resident indexes, task
+queue, calibration, operating context, update check — and the services over them, each a
+plain class given its collaborators in its constructor (none of them sees the Engine):
 
-`backups.py` (backup / restore) works on the files named by the settings, not on an Engine.
+    writes.WriteService       store, archive_episode, update_memory   (the one write step)
+    listing.ListingService    list_memories, list_episodes
+    admin.AdminService        delete / lock / unlock, delete_agent_data, profiles
+    status.StatusService      pause, queue status, operating context, stats, check_update
+    quality.QualityService    calibrate_threshold, set_recall_precision, get_recall_precision
+    health.HealthService      check_health, deep_check, the integrity check at start
+    exporting / importing / merging   export / import / merge_memories, migrate_channel_axis
+    identity.IdentityService  the embedding model's identity at start and in stats
 
-The MCP tools (cpersona/mcp/tools/) and the CLI (cpersona/cli/) call these methods and only
-serialise what they return. Thread-safety: every public method may be called from any
-thread; network I/O (embedding) never happens while the write lock is held.
+What they share comes as collaborators too: `steps.Steps` (another process's commits, the
+resident indexes, the operating context's project rules) and `placement.Placement` (where
+a written row's vector goes). `recall.RecallService` (recall, recall_with_context,
+get_contents) is still mixed in; it reads the collaborators through `ServiceBase`.
+
+The Engine owns what is process-wide — the pools that embed queries and writes and run a
+recall's read jobs, the query prefetch, the pool-count cache, the background threads — and
+their lifecycle (`start_background`, `close`). Every tool is a method of the same name that
+delegates to its service (documented there), so the MCP tools (cpersona/mcp/tools/) and
+the CLI (cpersona/cli/) call `engine.store(...)` and only serialise what it returns.
+Thread-safety: every public method may be called from any thread; network I/O (embedding)
+never happens while the write lock is held.
 """
 
 from __future__ import annotations
@@ -41,13 +48,19 @@ from cpersona.policy.pause import Pause
 from cpersona.policy.projects import OperatingContext
 from cpersona.service import bulkwrite
 from cpersona.service.admin import AdminService
+from cpersona.service.exporting import ExportService, Progress
 from cpersona.service.health import HealthService
+from cpersona.service.identity import IdentityService
+from cpersona.service.importing import ImportService
 from cpersona.service.listing import ListingService
 from cpersona.service.merging import MergeService
+from cpersona.service.outcomes import AgentErased, ArchiveResult, Profile, ProfileUpdate, Report, RowChange, StoreResult
+from cpersona.service.placement import Placement
 from cpersona.service.prefetch import QueryPrefetch
 from cpersona.service.quality import QualityService
 from cpersona.service.recall import PoolCounts, RecallService
-from cpersona.service.updates import UpdateService
+from cpersona.service.status import StatusService
+from cpersona.service.steps import Steps
 from cpersona.service.writes import WriteService
 from cpersona.storage.backend import open_database
 from cpersona.updates.checker import UpdateCheck
@@ -59,13 +72,12 @@ log = logging.getLogger(__name__)
 class _IndexAccess:
     """The resident indexes as calibration sees them (calibration.ports.IndexAccess)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.lock = engine.resident.lock
-        self.current = engine.indexes
+    def __init__(self, resident: ResidentIndexes, steps: Steps) -> None:
+        self.lock = resident.lock
+        self.current = steps.indexes
 
 
-class Engine(WriteService, RecallService, ListingService, AdminService, QualityService, UpdateService,
-             HealthService, MergeService):
+class Engine(RecallService):
     """The memory server's service layer over one database.
 
     Args:
@@ -90,20 +102,35 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
                  start_background: bool = True, model_authority: bool = True) -> None:
         self.settings = settings
         backend = build_embedder(settings) if embedder is _UNSET else embedder
-        self.db, self.damage = open_database(settings)
+        self.db, damage = open_database(settings)
         self.pause = Pause()
         self.gateway = EmbeddingGateway(backend, self.db, Advisory(settings.degraded_advisory),  # type: ignore[arg-type]
                                         QueryCache(settings.embedding_cache_size, settings.embedding_cache_ttl),
                                         authority=model_authority)
         self.resident = ResidentIndexes(self.db)
-        self.queue = TaskQueue(settings, self.db, self.pause, self.gateway, self.resident, self.refresh_if_changed,
-                               prepare=self._prepare_identity)
+        self.operating_context = OperatingContext.from_settings(settings)
+        self.steps = Steps(self.gateway, self.resident, self.operating_context)
+        self.queue = TaskQueue(settings, self.db, self.pause, self.gateway, self.resident,
+                               self.steps.refresh_if_changed, prepare=self._prepare_identity)
+        self.identity = IdentityService(settings, self.db, self.gateway, self.resident, self.queue)
         self.gateway.on_recovered = self.queue.wake  # rows queued while the backend was away can be embedded now
-        self.gateway.on_identity = self._identity_decided
+        self.gateway.on_identity = self.identity.decided
         if self.db.fts_problem:  # the full-text index is unusable here: every recall says so
             self.gateway.advisory.set_keyword_problem(f"SQLite {self.db.sqlite_version}: {self.db.fts_problem}")
-        self.operating_context = OperatingContext.from_settings(settings)
-        self.calibration = Calibration(settings, self.db, self.gateway, _IndexAccess(self), self.pause)
+        self.calibration = Calibration(settings, self.db, self.gateway, _IndexAccess(self.resident, self.steps),
+                                       self.pause)
+        # Built idle: the server starts it once per process (cli/serve.py); tools and the CLI never fetch.
+        self.updates = UpdateCheck(settings)
+        self._start_pools()
+        self._build_services(damage)
+        self._started = False
+        self._closing = threading.Event()
+        self._token_fill: threading.Thread | None = None
+        if start_background:
+            self.start_background()
+
+    def _start_pools(self) -> None:
+        """The process-wide pools and caches (recall's are read by RecallService)."""
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
         self._prefetch = QueryPrefetch()
         #: the embeddings of writes, apart from the queries' (which must not queue behind a burst of stores)
@@ -112,13 +139,22 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         #: beside the trigram MATCH), two per recall
         self._read_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cpersona-recall-read")
         self._pool_counts = PoolCounts()
-        self._started = False
-        self._closing = threading.Event()
-        self._token_fill: threading.Thread | None = None
-        # Built idle: the server starts it once per process (cli/serve.py); tools and the CLI never fetch.
-        self.updates = UpdateCheck(settings)
-        if start_background:
-            self.start_background()
+
+    def _build_services(self, damage: str) -> None:
+        """Each service once, with exactly the collaborators it uses."""
+        settings, db, gateway, resident, queue, pause = (self.settings, self.db, self.gateway, self.resident,
+                                                         self.queue, self.pause)
+        self.placement = Placement(resident, queue)
+        self.writes = WriteService(settings, db, gateway, queue, pause, self.steps, self.placement, self._write_pool)
+        self.listing = ListingService(settings, db, self.steps)
+        self.admin = AdminService(settings, db, resident, pause, self.calibration)
+        self.status = StatusService(db, queue, pause, self.operating_context, self.updates, self.identity)
+        self.quality = QualityService(settings, db, pause, self.calibration)
+        self.health = HealthService(settings, db, gateway, resident, queue, pause, self.operating_context, self.steps,
+                                    damage)
+        self.exports = ExportService(settings, db)
+        self.imports = ImportService(settings, db, gateway, queue, pause, self.placement)
+        self.merges = MergeService(db, resident, queue, pause, self.calibration, self.placement)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -129,6 +165,17 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
     def advisory(self) -> Advisory:
         return self.gateway.advisory
 
+    @property
+    def damage(self) -> str:
+        """Why the file is served read-only ('' = it is not), or what the start-up check found."""
+        return self.health.damage
+
+    def _prepare_identity(self) -> bool:
+        """The task queue's first step at start (`IdentityService.prepare`; bound late: the
+        queue is built before the identity service it calls)."""
+        return self.identity.prepare()
+
+    # -------------------------------------------------------------- lifecycle
     def start_background(self) -> None:
         """Start loading the embedding model, tokenising the stored texts for recall's word
         coverage (index/token_sets.py), the task queue worker, the startup calibration and
@@ -151,7 +198,7 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
             if interrupted:
                 threading.Thread(target=self._recover_bulk_writes, name="cpersona-bulk-recovery", daemon=True).start()
         if self.settings.startup_integrity_check and not self.db.memory:
-            self.start_integrity_watch()
+            self.health.start_integrity_watch()
 
     def _fill_token_sets(self) -> None:
         """Tokenise every stored memory ahead of recall (index/token_sets.py); stops at close."""
@@ -169,7 +216,7 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
     def _recover_bulk_writes(self) -> None:
         """Undo (or finish) the imports and merges a killed process left half done."""
         try:
-            bulkwrite.recover(self.db, self._forget_rows)
+            bulkwrite.recover(self.db, self.placement.forget)
         except Exception:
             log.exception("recovering interrupted imports / merges failed; the next bulk write retries")
 
@@ -183,8 +230,110 @@ class Engine(WriteService, RecallService, ListingService, AdminService, QualityS
         self.gateway.close()
         self.queue.stop()
         self.calibration.stop()
-        self.stop_integrity_watch()
+        self.health.stop_integrity_watch()
         self._query_pool.shutdown(wait=True)
         self._write_pool.shutdown(wait=True)
         self._read_pool.shutdown(wait=True)
         self.db.close()
+
+    # ----------------------------------------------------- writes (writes.py)
+    def store(self, agent_id: object, content: object, **message: object) -> StoreResult:
+        return self.writes.store(agent_id, content, **message)
+
+    def archive_episode(self, agent_id: object, summary: object, **fields: object) -> ArchiveResult:
+        return self.writes.archive_episode(agent_id, summary, **fields)
+
+    def update_memory(self, memory_id: object, content: object, agent_id: object = None) -> RowChange:
+        return self.writes.update_memory(memory_id, content, agent_id)
+
+    # --------------------------------------------------- listings (listing.py)
+    def list_memories(self, agent_id: str | None = None, limit: int = 100, project_id: str | None = None,
+                      cursor: str = "") -> Report:
+        return self.listing.list_memories(agent_id, limit, project_id, cursor)
+
+    def list_episodes(self, agent_id: str | None = None, limit: int = 50, project_id: str | None = None,
+                      cursor: str = "") -> Report:
+        return self.listing.list_episodes(agent_id, limit, project_id, cursor)
+
+    # ------------------------------------------------ rows, profiles (admin.py)
+    def delete_memory(self, memory_id: object, agent_id: object = None) -> RowChange:
+        return self.admin.delete_memory(memory_id, agent_id)
+
+    def delete_episode(self, episode_id: object, agent_id: object = None) -> RowChange:
+        return self.admin.delete_episode(episode_id, agent_id)
+
+    def lock_memory(self, memory_id: object, agent_id: object = None) -> RowChange:
+        return self.admin.lock_memory(memory_id, agent_id)
+
+    def unlock_memory(self, memory_id: object, agent_id: object = None) -> RowChange:
+        return self.admin.unlock_memory(memory_id, agent_id)
+
+    def delete_agent_data(self, agent_id: object) -> AgentErased:
+        return self.admin.delete_agent_data(agent_id)
+
+    def get_profile(self, agent_id: object) -> Profile:
+        return self.admin.get_profile(agent_id)
+
+    def update_profile(self, agent_id: object, profile: object) -> ProfileUpdate:
+        return self.admin.update_profile(agent_id, profile)
+
+    # -------------------------------------------------- the process (status.py)
+    def pause_persistence(self, ttl_seconds: object = 1800) -> Report:
+        return self.status.pause_persistence(ttl_seconds)
+
+    def resume_persistence(self) -> Report:
+        return self.status.resume_persistence()
+
+    def persistence_status(self) -> Report:
+        return self.status.persistence_status()
+
+    def queue_status(self) -> Report:
+        return self.status.queue_status()
+
+    def get_operating_context(self, section: object = "") -> Report:
+        return self.status.get_operating_context(section)
+
+    def stats(self) -> Report:
+        return self.status.stats()
+
+    def check_update(self, refresh: object = False, apply: object = False) -> Report:
+        return self.status.check_update(refresh, apply)
+
+    # ------------------------------------------------------ quality (quality.py)
+    def calibrate_threshold(self, agent_id: object, sample_size: object = 0, z_factor: object = 0,
+                            method: object = "", percentile: object = 0) -> Report:
+        return self.quality.calibrate_threshold(agent_id, sample_size, z_factor, method, percentile)
+
+    def set_recall_precision(self, agent_id: object, precision: object = "", beta: object = 0) -> Report:
+        return self.quality.set_recall_precision(agent_id, precision, beta)
+
+    def get_recall_precision(self, agent_id: object) -> Report:
+        return self.quality.get_recall_precision(agent_id)
+
+    # -------------------------------------------------------- health (health.py)
+    def check_health(self, agent_id: object = "", fix: object = False, checks: object = None) -> Report:
+        return self.health.check_health(agent_id, fix, checks)
+
+    def deep_check(self, agent_id: object, fix: object = False, checks: object = None) -> Report:
+        return self.health.deep_check(agent_id, fix, checks)
+
+    # ------------------------------- portability (exporting, importing, merging)
+    def export_memories(self, agent_id: object, output_path: object, include_embeddings: object = False, *,
+                        confined: bool = True, progress: Progress | None = None) -> Report:
+        return self.exports.export_memories(agent_id, output_path, include_embeddings, confined=confined,
+                                            progress=progress)
+
+    def import_memories(self, input_path: object, target_agent_id: object = "", dry_run: object = False, *,
+                        confined: bool = True, progress: Progress | None = None) -> Report:
+        return self.imports.import_memories(input_path, target_agent_id, dry_run, confined=confined,
+                                            progress=progress)
+
+    def merge_memories(self, source_agent_id: object, target_agent_id: object, strategy: object = "skip",
+                       mode: object = "copy", dry_run: object = False, *,
+                       progress: Progress | None = None) -> Report:
+        return self.merges.merge_memories(source_agent_id, target_agent_id, strategy, mode, dry_run,
+                                          progress=progress)
+
+    def migrate_channel_axis(self, agent_id: object = "", dry_run: object = True,
+                             globalize_unrecoverable: object = False) -> Report:
+        return self.merges.migrate_channel_axis(agent_id, dry_run, globalize_unrecoverable)

@@ -11,15 +11,18 @@ persistence is paused.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cpersona.config import Settings
 from cpersona.errors import InvalidArgument, file_unavailable
 from cpersona.policy import validate
 from cpersona.portable import exporter
 from cpersona.portable.paths import confine, export_root, replaceable
 from cpersona.service.backups import side_files
-from cpersona.service.base import ServiceBase
+from cpersona.service.outcomes import Report
+from cpersona.storage import Database
 from cpersona.storage.meta import VectorState
 from cpersona.updates.verdict import cache_path
 
@@ -41,27 +44,32 @@ def _active_vector(state: VectorState, row: dict[str, Any]) -> bytes | None:
     return blob
 
 
-class ExportService(ServiceBase):
-    """export_memories; mixed into `Engine`."""
+def export_folder(settings: Settings) -> Path:
+    """The folder MCP export / import paths are confined to."""
+    return export_root(settings.export_dir, settings.db_file)
 
-    def export_root(self) -> Path:
-        """The folder MCP export / import paths are confined to."""
-        return export_root(self.settings.export_dir, self.settings.db_file)
 
-    def own_files(self) -> dict[Path, str]:
-        """Resolved path → description of every file this server owns (the database, its
-        SQLite companions, the side files): never an export target nor an import source."""
-        db = self.settings.db_file
-        files: dict[Path, str] = {}
-        if db is not None:
-            files.update({Path(f"{db}{suffix}"): f"this server's {what}" for suffix, what in _SQLITE_FILES.items()})
-            files[cache_path(db) or db] = "this server's update-check cache"
-        files.update({path: f"this server's {role.replace('_', ' ')} file"
-                      for role, path in side_files(self.settings).items()})
-        return {path.expanduser().resolve(): what for path, what in files.items()}
+def own_files(settings: Settings) -> dict[Path, str]:
+    """Resolved path → description of every file this server owns (the database, its
+    SQLite companions, the side files): never an export target nor an import source."""
+    db = settings.db_file
+    files: dict[Path, str] = {}
+    if db is not None:
+        files.update({Path(f"{db}{suffix}"): f"this server's {what}" for suffix, what in _SQLITE_FILES.items()})
+        files[cache_path(db) or db] = "this server's update-check cache"
+    files.update({path: f"this server's {role.replace('_', ' ')} file" for role, path in side_files(settings).items()})
+    return {path.expanduser().resolve(): what for path, what in files.items()}
 
-    def export_memories(self, agent_id: Any, output_path: Any, include_embeddings: Any = False, *,
-                        confined: bool = True, progress: Progress | None = None) -> dict[str, Any]:
+
+@dataclass(frozen=True, eq=False)
+class ExportService:
+    """export_memories over the database; paths as `settings` confine them."""
+
+    settings: Settings
+    db: Database
+
+    def export_memories(self, agent_id: object, output_path: object, include_embeddings: object = False, *,
+                        confined: bool = True, progress: Progress | None = None) -> Report:
         """Write the agent's rows ('' = every agent) to `output_path` (JSONL, atomically).
 
         With `include_embeddings` each memory carries `embedding_b64` (its vector, when made
@@ -72,8 +80,8 @@ class ExportService(ServiceBase):
         """
         agent = validate.identifier("agent_id", agent_id)
         with_vectors = validate.boolean("include_embeddings", include_embeddings)
-        path = confine("output_path", output_path, self.export_root() if confined else None, self.own_files(),
-                       written=True)
+        path = confine("output_path", output_path, export_folder(self.settings) if confined else None,
+                       own_files(self.settings), written=True)
         if path.is_dir():
             raise InvalidArgument("output_path", f"{path} is a folder; name the file to write")
         if confined:

@@ -6,22 +6,41 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from dataclasses import dataclass, field
 
+from cpersona.config import Settings
+from cpersona.embedding.gateway import EmbeddingGateway
 from cpersona.errors import StatementTimeout
 from cpersona.health import HealthEnv, check_health, deep_check
-from cpersona.service.base import ServiceBase
+from cpersona.index.resident import ResidentIndexes
+from cpersona.jobs.task_queue import TaskQueue
+from cpersona.policy.pause import Pause
+from cpersona.policy.projects import OperatingContext
+from cpersona.service.outcomes import Report
+from cpersona.service.steps import Steps
+from cpersona.storage import Database
 from cpersona.storage.integrity import is_damage
 
 log = logging.getLogger(__name__)
 
 
-class HealthService(ServiceBase):
-    """check_health / deep_check; mixed into `Engine`."""
+@dataclass(eq=False)
+class HealthService:
+    """check_health / deep_check over the engine's collaborators, and the integrity check at
+    start (its thread is started and stopped by `Engine`)."""
 
-    #: Why the file is served read-only ('' = it is not), or what the start-up check found.
+    settings: Settings
+    db: Database
+    gateway: EmbeddingGateway
+    resident: ResidentIndexes
+    queue: TaskQueue
+    pause: Pause
+    operating_context: OperatingContext
+    steps: Steps
+    #: Why the file is served read-only ('' = it is not: `open_database`), or what the
+    #: start-up check found (set by its thread).
     damage: str = ""
-    _integrity: tuple[threading.Thread, threading.Event] | None = None
+    _integrity: tuple[threading.Thread, threading.Event] | None = field(default=None, init=False, repr=False)
 
     def health_env(self) -> HealthEnv:
         """The collaborators a health run uses in this process."""
@@ -31,7 +50,7 @@ class HealthService(ServiceBase):
             embed=self.gateway.embed_batch if has_backend else None, keep_vector=self.gateway.vector_for_write,
             resident=self.resident, operating_context=self.operating_context,
             enqueue_embed=self.queue.enqueue_embed, after_repairs=self._after_repairs,
-            refresh=self.refresh_if_changed, pause=self.pause,
+            refresh=self.steps.refresh_if_changed, pause=self.pause,
             queue_draining=lambda: self.queue.running() and self.gateway.embedder is not None,
         )
 
@@ -39,19 +58,19 @@ class HealthService(ServiceBase):
         self.resident.invalidate()
         self.queue.notify()
 
-    def check_health(self, agent_id: Any = "", fix: Any = False, checks: Any = None) -> dict[str, Any]:
+    def check_health(self, agent_id: object = "", fix: object = False, checks: object = None) -> Report:
         """Integrity checks of the store, with repairs when `fix` (cpersona/health/runner.py).
         While paused, or on a file served read-only, the run is a report only. Raises
         InvalidArgument for arguments of the wrong type."""
-        self.refresh_if_changed()
+        self.steps.refresh_if_changed()
         out = check_health(self.health_env(), agent_id, fix, checks)
         if self.damage:
             out["database_damage"] = self.damage
         return out
 
-    def deep_check(self, agent_id: Any, fix: Any = False, checks: Any = None) -> dict[str, Any]:
+    def deep_check(self, agent_id: object, fix: object = False, checks: object = None) -> Report:
         """Per-agent content inspections (cpersona/health/deep.py); fixes only when `fix`."""
-        self.refresh_if_changed()
+        self.steps.refresh_if_changed()
         return deep_check(self.health_env(), agent_id, fix, checks)
 
     def start_integrity_watch(self) -> None:

@@ -11,19 +11,32 @@ model would make the running server drop every stored vector from its search.)
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import dataclass
 
+from cpersona.config import Settings
 from cpersona.embedding import identity
-from cpersona.service.base import ServiceBase
+from cpersona.embedding.gateway import EmbeddingGateway
+from cpersona.index.resident import ResidentIndexes
+from cpersona.jobs.task_queue import TaskQueue
+from cpersona.service.outcomes import Report
+from cpersona.storage import Database
 from cpersona.storage.meta import VectorState
 
 log = logging.getLogger(__name__)
 
 
-class IdentityService(ServiceBase):
-    """Model identity at start and in statistics; mixed into `Engine`."""
+@dataclass(frozen=True, eq=False)
+class IdentityService:
+    """Model identity at start and in statistics. `Engine` hands `prepare` to the task queue
+    and `decided` to the gateway."""
 
-    def _prepare_identity(self) -> bool:
+    settings: Settings
+    db: Database
+    gateway: EmbeddingGateway
+    resident: ResidentIndexes
+    queue: TaskQueue
+
+    def prepare(self) -> bool:
         """Run by the task queue's worker before its first pass (server start): wait for the
         backend, decide on the database's model (`EmbeddingGateway.reconcile`) and, after a
         change, queue the re-embedding. False = not ready yet (called again shortly)."""
@@ -40,7 +53,7 @@ class IdentityService(ServiceBase):
         self._queue_reembed(state)
         return True
 
-    def _identity_decided(self, state: VectorState) -> None:
+    def decided(self, state: VectorState) -> None:
         """The recorded identity was (re)decided: reload the resident indexes, and queue the
         re-embedding when this process started a migration."""
         self.resident.invalidate()
@@ -56,7 +69,7 @@ class IdentityService(ServiceBase):
             log.info("re-embedding %s → %s queued in the background", state.pending["from_model"], state.model)
             self.queue.wake()
 
-    def vector_report(self) -> dict[str, Any]:
+    def vector_report(self) -> Report:
         """What made the stored vectors: {stored_model, stored_dim, awaiting_reembed,
         reembed (progress) | None, unrecorded ({rows, dims, labels}) | None}."""
         with self.db.read() as s:

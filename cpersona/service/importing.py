@@ -28,18 +28,23 @@ from typing import Any
 
 import numpy as np
 
+from cpersona.config import Settings
 from cpersona.embedding.base import NORM_TOLERANCE
+from cpersona.embedding.gateway import EmbeddingGateway
 from cpersona.errors import StorageError
+from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy import validate
+from cpersona.policy.pause import Pause
 from cpersona.portable import formats, plan, reader
 from cpersona.portable.paths import confine
 from cpersona.service.bulkwrite import BulkRun
-from cpersona.service.exporting import ExportService, Progress
+from cpersona.service.exporting import Progress, export_folder, own_files
+from cpersona.service.outcomes import Report
 from cpersona.service.paused import skipped_body
-from cpersona.storage import Session
+from cpersona.service.placement import Placement
+from cpersona.storage import Database, Session
 from cpersona.storage.codec import from_blob
 from cpersona.storage.originals import SourceFile, is_sqlite
-from cpersona.storage.records import RowRef
 from cpersona.util.threads import cycle_collection_paused
 
 _TEXT_FIELDS = {"memory": ("agent_id", "msg_id", "content", "source", "timestamp", "metadata", "project_id", "channel"),
@@ -99,11 +104,20 @@ def _db_items(source: SourceFile, target: str) -> list[formats.Item]:
     return items
 
 
-class ImportService(ExportService):
-    """import_memories; mixed into `Engine`."""
+@dataclass(frozen=True, eq=False)
+class ImportService:
+    """import_memories over the engine's collaborators (`placement`: where an imported row's
+    vector goes)."""
 
-    def import_memories(self, input_path: Any, target_agent_id: Any = "", dry_run: Any = False, *,
-                        confined: bool = True, progress: Progress | None = None) -> dict[str, Any]:
+    settings: Settings
+    db: Database
+    gateway: EmbeddingGateway
+    queue: TaskQueue
+    pause: Pause
+    placement: Placement
+
+    def import_memories(self, input_path: object, target_agent_id: object = "", dry_run: object = False, *,
+                        confined: bool = True, progress: Progress | None = None) -> Report:
         """Import a file (module doc). Returns {ok: true, dry_run, format, imported_memories,
         skipped_memories, imported_episodes, skipped_episodes, profile_updated,
         profiles_updated, embeddings_kept, errors?: [notes]}; a file with a defect or a write
@@ -114,7 +128,8 @@ class ImportService(ExportService):
         if not dry and (paused := skipped_body(self.pause, "import_memories")) is not None:
             return paused
         target = validate.identifier("target_agent_id", target_agent_id)
-        path = confine("input_path", input_path, self.export_root() if confined else None, self.own_files())
+        path = confine("input_path", input_path, export_folder(self.settings) if confined else None,
+                       own_files(self.settings))
         if not path.exists():
             return _failure(f"input_path: {path} does not exist", dry)
         with cycle_collection_paused():
@@ -246,7 +261,7 @@ class ImportService(ExportService):
         """Write the plan as one bulk operation, keeping the vectors of model `keep`
         ((model, dim) or None); '' on success, else the error (undone)."""
         items = [*todo.memories, *todo.episodes, *todo.profiles]
-        run = BulkRun(self.db, "import", {"file": str(path), "rows": len(items)}, self._forget_rows)
+        run = BulkRun(self.db, "import", {"file": str(path), "rows": len(items)}, self.placement.forget)
         writers = {"memory": self._put_memory, "episode": self._put_episode, "profile": self._put_profile}
         try:
             run.write(items, lambda s, op, item: writers[item.kind](s, op, item, keep, tally),
@@ -256,20 +271,6 @@ class ImportService(ExportService):
             return f"import aborted and {run.rolled_back()}: {type(err).__name__}: {err}"
         self.queue.notify()
         return ""
-
-    def _forget_rows(self, rows: list[tuple[str, int]]) -> None:
-        for table, row_id in rows:
-            if table != "profiles":
-                self.resident.remove(table, row_id)
-
-    def _place(self, s: Session, table: str, ref: RowRef, blob: bytes | None) -> None:
-        """A written row's vector goes to the resident index after COMMIT; without one the
-        row is queued for the task queue (same transaction)."""
-        vec = from_blob(blob) if blob is not None else None
-        if vec is None:
-            self.queue.enqueue_embed(s, table, ref)
-        else:
-            s.after(lambda: self.resident.add(table, ref, vec))
 
     def _put_memory(self, s: Session, op: int, item: formats.Item, keep: tuple | None, tally: Tally) -> None:
         r = item.row
@@ -283,7 +284,7 @@ class ImportService(ExportService):
             tally.skipped_memories += 1
             return
         s.journal.note(op, "insert", "memories", ref.id)
-        self._place(s, "memories", ref, blob)
+        self.placement.place(s, "memories", ref, from_blob(blob))
         tally.memories += 1
         tally.kept_vectors += blob is not None
         tally.file_vectors += bool(r["embedding"])
@@ -296,7 +297,7 @@ class ImportService(ExportService):
             return
         ref = s.bulk.insert_episode(r, None)
         s.journal.note(op, "insert", "episodes", ref.id)
-        self._place(s, "episodes", ref, None)
+        self.placement.place(s, "episodes", ref, None)
         tally.episodes += 1
         tally.without_vectors += 1
 

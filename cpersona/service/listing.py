@@ -17,10 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cpersona.config import Settings
 from cpersona.errors import InvalidArgument
 from cpersona.policy import validate
-from cpersona.service.base import ServiceBase
-from cpersona.storage import Session
+from cpersona.service.outcomes import Report
+from cpersona.service.steps import Steps
+from cpersona.storage import Database, Session
 from cpersona.storage.scope import Scope
 from cpersona.util.jsonutil import loads_or_empty
 
@@ -98,7 +100,7 @@ def cursor_of(row: dict[str, Any]) -> str:
     return f"{row['created_at']}{_CURSOR_SEP}{row['id']}"
 
 
-def parse_cursor(cursor: Any) -> tuple[str, int] | None:
+def parse_cursor(cursor: object) -> tuple[str, int] | None:
     """(created_at, id) of a `next_cursor`; None for ''. Raises InvalidArgument otherwise."""
     if cursor is None or cursor == "":
         return None
@@ -111,11 +113,16 @@ def parse_cursor(cursor: Any) -> tuple[str, int] | None:
     return created, int(row_id)
 
 
-class ListingService(ServiceBase):
-    """The listing tools; mixed into `Engine`."""
+@dataclass(frozen=True, eq=False)
+class ListingService:
+    """The listing tools over the database (`steps`: the operating context's project rules)."""
+
+    settings: Settings
+    db: Database
+    steps: Steps
 
     def list_memories(self, agent_id: str | None = None, limit: int = 100, project_id: str | None = None,
-                      cursor: str = "") -> dict:
+                      cursor: str = "") -> Report:
         """`{memories: [{id, agent_id, project_id, content, source, timestamp, created_at,
         locked, channel}], count, next_cursor?, budget_rows?, budget_tokens?}`, newest first;
         limit clamped to 0..500; `cursor` = a next_cursor to continue. InvalidArgument for a
@@ -123,22 +130,22 @@ class ListingService(ServiceBase):
         return self._list(MEMORIES, agent_id, limit, project_id, cursor)
 
     def list_episodes(self, agent_id: str | None = None, limit: int = 50, project_id: str | None = None,
-                      cursor: str = "") -> dict:
+                      cursor: str = "") -> Report:
         """`{episodes: [{id, agent_id, project_id, summary, keywords, start_time, end_time,
         resolved, channel, created_at}], count, next_cursor?, budget_rows?, budget_tokens?}`,
         newest first; limit clamped to 0..200."""
         return self._list(EPISODES, agent_id, limit, project_id, cursor)
 
-    def _list(self, kind: Listing, agent_id: str | None, limit: int, project_id: str | None, cursor: str) -> dict:
-        def run(project: str | None) -> dict[str, Any]:
+    def _list(self, kind: Listing, agent_id: str | None, limit: int, project_id: str | None, cursor: str) -> Report:
+        def run(project: object) -> Report:
             applied = validate.clamped_limit("limit", limit, maximum=kind.maximum)
             validate.identifier("agent_id", agent_id, allow_none=True)
-            validate.identifier("project_id", project, allow_none=True)
+            project_filter = validate.identifier("project_id", project, allow_none=True)
             before = parse_cursor(cursor)
             rows: list[dict[str, Any]] = []
             if applied:
                 with self.db.read() as s:
-                    rows = kind.rows(s, Scope(agent_id or None, project, None), applied + 1, before)
+                    rows = kind.rows(s, Scope(agent_id or None, project_filter, None), applied + 1, before)
             more, rows = len(rows) > applied, rows[:applied]
             for row in rows:
                 kind.tidy(row)
@@ -156,4 +163,4 @@ class ListingService(ServiceBase):
                 out["note"] = "more rows: call again with cursor=next_cursor"
             return out
 
-        return self.gated(f"list_{kind.key}", agent_id, project_id, False, run)
+        return self.steps.gated(f"list_{kind.key}", agent_id, project_id, False, run)

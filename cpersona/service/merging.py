@@ -20,13 +20,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cpersona.calibration.runner import Calibration
 from cpersona.errors import InvalidArgument
+from cpersona.index.resident import ResidentIndexes
+from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy import validate
+from cpersona.policy.pause import Pause
 from cpersona.service.bulkwrite import BulkRun
 from cpersona.service.exporting import Progress
-from cpersona.service.importing import ImportService
+from cpersona.service.outcomes import Report
 from cpersona.service.paused import skipped_body
-from cpersona.storage import Session
+from cpersona.service.placement import Placement
+from cpersona.storage import Database, Session
+from cpersona.storage.codec import from_blob
 from cpersona.storage.meta import VectorState
 from cpersona.util.threads import cycle_collection_paused
 from cpersona.util.time import utc_now_iso
@@ -57,11 +63,20 @@ def _vector(state: VectorState, table: str, row: dict[str, Any]) -> bytes | None
     return blob
 
 
-class MergeService(ImportService):
-    """merge_memories and migrate_channel_axis; mixed into `Engine`."""
+@dataclass(frozen=True, eq=False)
+class MergeService:
+    """merge_memories and migrate_channel_axis over the engine's collaborators."""
 
-    def merge_memories(self, source_agent_id: Any, target_agent_id: Any, strategy: Any = "skip", mode: Any = "copy",
-                       dry_run: Any = False, *, progress: Progress | None = None) -> dict[str, Any]:
+    db: Database
+    resident: ResidentIndexes
+    queue: TaskQueue
+    pause: Pause
+    calibration: Calibration
+    placement: Placement
+
+    def merge_memories(self, source_agent_id: object, target_agent_id: object, strategy: object = "skip",
+                       mode: object = "copy", dry_run: object = False, *,
+                       progress: Progress | None = None) -> Report:
         """Copy (or move) every memory, episode and profile of one agent to another (module
         doc). Returns {ok: true, dry_run, source_agent_id, target_agent_id, strategy, mode,
         merged_memories, skipped_memories, merged_episodes, skipped_episodes,
@@ -74,9 +89,9 @@ class MergeService(ImportService):
         target = validate.identifier("target_agent_id", target_agent_id)
         if not target or target == source:
             raise InvalidArgument("target_agent_id", "must be a non-empty agent id other than source_agent_id")
-        if strategy not in STRATEGIES:
+        if not isinstance(strategy, str) or strategy not in STRATEGIES:
             raise InvalidArgument("strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-        if mode not in MODES:
+        if not isinstance(mode, str) or mode not in MODES:
             raise InvalidArgument("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
         with cycle_collection_paused():
             return self._merge(source, target, strategy, mode, dry, progress)
@@ -100,7 +115,7 @@ class MergeService(ImportService):
                 for table, row in items:
                     self._merge_one(s, 0, table, row, ctx)
             return out
-        run = BulkRun(self.db, "merge", {"source": source, "target": target, "mode": mode}, self._forget_rows)
+        run = BulkRun(self.db, "merge", {"source": source, "target": target, "mode": mode}, self.placement.forget)
         try:
             run.write(items, lambda s, op, item: self._merge_one(s, op, item[0], item[1], ctx),
                       (lambda done: progress("merge", done, len(items))) if progress else None)
@@ -139,7 +154,7 @@ class MergeService(ImportService):
                 s.journal.note(op, "insert", table, ref.id)
                 if ctx.move:
                     s.journal.note(op, "delete", table, row["id"])
-                self._place(s, table, ref, blob)
+                self.placement.place(s, table, ref, from_blob(blob))
         ctx.out[("skipped_" if taken else "merged_") + table] += 1
 
     def _merge_profile(self, s: Session, op: int, row: dict[str, Any], ctx: _Merge) -> None:
@@ -176,8 +191,8 @@ class MergeService(ImportService):
                 out["calibration_warning"] = f"calibration of {source!r} not cleared: {type(err).__name__}: {err}"
 
     # ------------------------------------------------------ channel-axis repair
-    def migrate_channel_axis(self, agent_id: Any = "", dry_run: Any = True,
-                             globalize_unrecoverable: Any = False) -> dict[str, Any]:
+    def migrate_channel_axis(self, agent_id: object = "", dry_run: object = True,
+                             globalize_unrecoverable: object = False) -> Report:
         """Move memories filed under the bridge channel 'discord' to the concrete channel in
         their metadata.session_id ("<channel>:<…>"); with `globalize_unrecoverable` the others
         go to channel '' (visible from every channel). Dry run by default; forced while paused.

@@ -80,6 +80,12 @@ class AgentErased(TypedDict):
     calibration_warning: NotRequired[str]
 
 
+class Profile(TypedDict):
+    """get_profile: the agent's profile text ("" when it has none)."""
+
+    profile: str
+
+
 class ProfileUpdate(TypedDict):
     """update_profile."""
 

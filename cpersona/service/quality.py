@@ -3,20 +3,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from cpersona.calibration.precision import global_beta, label_for, parse_request, resolve_precision
+from cpersona.calibration.runner import Calibration
+from cpersona.config import Settings
 from cpersona.policy import validate
-from cpersona.service.base import ServiceBase
+from cpersona.policy.pause import Pause
+from cpersona.service.outcomes import Report
 from cpersona.service.paused import skipped_body
+from cpersona.storage import Database
 from cpersona.storage.scope import Scope
 
 
-class QualityService(ServiceBase):
-    """Calibration tools; mixed into `Engine`."""
+@dataclass(frozen=True, eq=False)
+class QualityService:
+    """The calibration tools over the engine's calibration state."""
 
-    def calibrate_threshold(self, agent_id: Any, sample_size: Any = 0, z_factor: Any = 0, method: Any = "",
-                            percentile: Any = 0) -> dict[str, Any]:
+    settings: Settings
+    db: Database
+    pause: Pause
+    calibration: Calibration
+
+    def calibrate_threshold(self, agent_id: object, sample_size: object = 0, z_factor: object = 0,
+                            method: object = "", percentile: object = 0) -> Report:
         """Derive the agent's (or, with agent_id "", the global) vector threshold and fused
         gate from the corpus (calibration/runner.py). Arguments are validated first
         (InvalidArgument); paused: the skipped body."""
@@ -28,7 +38,7 @@ class QualityService(ServiceBase):
             return paused
         return self.calibration.calibrate(req.agent_id, req.sample_size, req.z_factor, req.method, req.percentile)
 
-    def set_recall_precision(self, agent_id: Any, precision: Any = "", beta: Any = 0) -> dict[str, Any]:
+    def set_recall_precision(self, agent_id: object, precision: object = "", beta: object = 0) -> Report:
         """Move the agent's gate operating point: strict β 2.0, balanced 1.0, lenient 0.5, or
         beta > 0; "" and 0 clear the override. Recalibrates the agent at once; a failed
         recalibration rolls the override back."""
@@ -44,7 +54,7 @@ class QualityService(ServiceBase):
             self.calibration.restore_beta(agent, value, previous)
             return {**body, "ok": False, "error": f"recalibration failed, precision unchanged: {result.get('error')}"
                     "; meanwhile recall(deep=true) widens a single search"}
-        out: dict[str, Any] = {**body, "fused_gate": result.get("fused_gate"),
+        out: Report = {**body, "fused_gate": result.get("fused_gate"),
                                "calibrate": {"ok": True, "scope": result["scope"],
                                              "new_threshold": result["new_threshold"],
                                              "sidecar_persisted": result.get("sidecar_persisted")}}
@@ -52,7 +62,7 @@ class QualityService(ServiceBase):
             out["calibrate"]["fused_gate_error"] = result["fused_gate_error"]
         return out
 
-    def get_recall_precision(self, agent_id: Any) -> dict[str, Any]:
+    def get_recall_precision(self, agent_id: object) -> Report:
         """The agent's precision plus its calibration state. Never writes."""
         agent = validate.required_agent(agent_id, "")
         self.calibration.pick_up()  # what another server on this store saved, before anything is read

@@ -16,27 +16,42 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
+from cpersona.config import Settings
+from cpersona.embedding.gateway import EmbeddingGateway
 from cpersona.errors import InvalidArgument, Refused
+from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy import drafts, validate
-from cpersona.service.base import ServiceBase
+from cpersona.policy.pause import Pause
 from cpersona.service.bulkwrite import claimed
 from cpersona.service.outcomes import ArchiveResult, RowChange, StoreResult
 from cpersona.service.paused import skipped_body
-from cpersona.storage import Session
+from cpersona.service.placement import Placement
+from cpersona.service.steps import Steps
+from cpersona.storage import Database, Session
 from cpersona.storage.codec import to_blob
 from cpersona.storage.records import RowRef
 
 log = logging.getLogger(__name__)
 
 
-class WriteService(ServiceBase):
-    """The write tools; mixed into `Engine` (which sets `_write_pool`)."""
+@dataclass(frozen=True, eq=False)
+class WriteService:
+    """The write tools over the engine's collaborators."""
 
-    _write_pool: ThreadPoolExecutor
+    settings: Settings
+    db: Database
+    gateway: EmbeddingGateway
+    queue: TaskQueue
+    pause: Pause
+    steps: Steps
+    placement: Placement
+    #: the process-wide pool that embeds writes (owned by `Engine`; apart from the queries'
+    #: pool, which must not queue behind a burst of stores)
+    pool: ThreadPoolExecutor
 
     def _write_embedded(self, table: str, text: str, write: Callable[[Session, bytes | None], RowRef | None],
                         replaces: bool = False) -> tuple[RowRef | None, bool]:
@@ -48,12 +63,12 @@ class WriteService(ServiceBase):
         Returns (ref, embedded)."""
         self.gateway.wait_for_backend(self.settings.model_wait_seconds)
         vec = self._vector_within(text)
-        self.refresh_if_changed()
+        self.steps.refresh_if_changed()
         with self.db.write() as s:
             vec = self.gateway.vector_for_write(s, vec)
             ref = write(s, to_blob(vec) if vec is not None else None)
             if ref is not None:
-                self._index_or_queue(s, table, ref, vec, replaces)
+                self.placement.place(s, table, ref, vec, replaces)
         if ref is not None and vec is None:
             self.queue.notify()
         return ref, vec is not None
@@ -65,7 +80,7 @@ class WriteService(ServiceBase):
         wait = self.settings.embed_wait_secs
         if self.gateway.not_answering(wait) is not None:
             return None
-        pending = self._write_pool.submit(self.gateway.embed_one, text)
+        pending = self.pool.submit(self.gateway.embed_one, text)
         try:
             return pending.result(timeout=wait)
         except FutureTimeout:
@@ -79,18 +94,8 @@ class WriteService(ServiceBase):
         limit = getattr(self.gateway.embedder, "max_chars", None)
         return {"embedded_chars": limit} if embedded and isinstance(limit, int) and len(text) > limit else {}
 
-    def _index_or_queue(self, s: Session, table: str, ref: RowRef, vec: np.ndarray | None, replaces: bool) -> None:
-        if vec is None:  # the vector comes later, from the task queue (same transaction)
-            self.queue.enqueue_embed(s, table, ref)
-            if replaces:
-                s.after(lambda: self.resident.remove(table, ref.id))
-            return
-        if replaces:
-            s.tasks.drop_embed(table, ref.id)
-        s.after(lambda: self.resident.add(table, ref, vec))
-
     # ------------------------------------------------------------------ tools
-    def store(self, agent_id: Any, content: Any, **message: Any) -> StoreResult:
+    def store(self, agent_id: object, content: object, **message: object) -> StoreResult:
         """Write one memory. Dedup = skip, never upsert.
 
         Keyword args: msg_id, source (dict, or a string: see util.text.normalize_source),
@@ -103,14 +108,14 @@ class WriteService(ServiceBase):
         paused: the skipped body (`persisted: false`), nothing written.
         """
         project = message.pop("project_id", "")
-        return self.gated("store", agent_id, project, True,
-                          lambda p: self._store(agent_id, content, project_id=p, **message))
+        return self.steps.gated("store", agent_id, project, True,
+                                lambda p: self._store(agent_id, content, project_id=p, **message))
 
-    def _store(self, agent_id: Any, content: Any, lock: Any = False, **message: Any) -> StoreResult:
+    def _store(self, agent_id: object, content: object, lock: object = False, **message: object) -> StoreResult:
         if (paused := skipped_body(self.pause, "store")) is not None:
             return paused
         try:
-            lock = validate.boolean("lock", lock)
+            locking = validate.boolean("lock", lock)
             draft, cuts = drafts.prepare_memory(agent_id, content, max_content=self.settings.max_content_length,
                                                 max_metadata=self.settings.max_metadata_length, **message)
         except InvalidArgument as err:
@@ -134,7 +139,7 @@ class WriteService(ServiceBase):
                 found.append(again)
                 return None
             ref = s.memories.insert(draft, blob)
-            if ref is not None and lock:
+            if ref is not None and locking:
                 s.memories.set_locked(ref.id, None, True)
             return ref
 
@@ -145,7 +150,7 @@ class WriteService(ServiceBase):
             return _skipped("duplicate (unique index)", None, cuts)
         out: StoreResult = {"ok": True, "result": "stored", "id": ref.id, "embedded": embedded,
                             **self._embedded_part(draft.content, embedded)}  # type: ignore[typeddict-item]
-        if lock:
+        if locking:
             out["locked"] = True
         given = message.get("timestamp")
         if given not in (None, "") and draft.timestamp != given:  # stored as its UTC instant (validate.timestamp)
@@ -153,17 +158,17 @@ class WriteService(ServiceBase):
         out.update(drafts.cut_report(cuts))  # type: ignore[typeddict-item]
         return out
 
-    def archive_episode(self, agent_id: Any, summary: Any, **fields: Any) -> ArchiveResult:
+    def archive_episode(self, agent_id: object, summary: object, **fields: object) -> ArchiveResult:
         """Store a caller-computed session summary; moves the episode boundary (older
         memories rank lower). Keyword args: keywords, history (list of {timestamp}),
         resolved, channel, project_id. Returns `{ok: true, episode_id, embedded, truncated?,
         original_length?, max_length?}` (a summary or keywords over CPERSONA_MAX_CONTENT_LENGTH
         is cut) or `{ok: false, episode_id: null, error}`. Paused: the skipped body."""
         project = fields.pop("project_id", "")
-        return self.gated("archive_episode", agent_id, project, True,
-                          lambda p: self._archive(agent_id, summary, project_id=p, **fields))
+        return self.steps.gated("archive_episode", agent_id, project, True,
+                                lambda p: self._archive(agent_id, summary, project_id=p, **fields))
 
-    def _archive(self, agent_id: Any, summary: Any, **fields: Any) -> ArchiveResult:
+    def _archive(self, agent_id: object, summary: object, **fields: object) -> ArchiveResult:
         if (paused := skipped_body(self.pause, "archive_episode")) is not None:
             return paused
         try:
@@ -176,7 +181,7 @@ class WriteService(ServiceBase):
                               **self._embedded_part(draft.summary, embedded)}  # type: ignore[typeddict-item]
         return {**out, **drafts.cut_report(cuts)}  # type: ignore[typeddict-item]
 
-    def update_memory(self, memory_id: Any, content: Any, agent_id: Any = None) -> RowChange:
+    def update_memory(self, memory_id: object, content: object, agent_id: object = None) -> RowChange:
         """Replace a memory's content; re-embeds it, keeps its id, msg_id, source, timestamp,
         channel and project. agent_id None/'' = no ownership check. Returns
         {ok: true, updated_id, embedded} | {ok: false, error} (not found, locked, not owned,

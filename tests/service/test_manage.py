@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from cpersona.devtools.fake_embed import fake_vector
 from cpersona.errors import InvalidArgument
-from cpersona.policy.pause import Pause
 from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.storage.codec import to_blob
 from cpersona.storage.scope import Scope
@@ -307,13 +306,13 @@ def test_pause_blocks_every_write_and_reports_skipped_bodies(engine_none):
     assert eng.store("a", "after resume")["result"] == "stored"
 
 
-def test_pause_ttl_bounds_and_lazy_expiry(engine_none):
+def test_pause_ttl_bounds_and_lazy_expiry(engine_none, monkeypatch):
     eng = engine_none
     for bad in (0, -5, 86401, True, 1.5, "60"):
         with pytest.raises(InvalidArgument, match="ttl_seconds"):
             eng.pause_persistence(bad)
     now = [1000.0]
-    eng.pause = Pause(clock=lambda: now[0])
+    monkeypatch.setattr(eng.pause, "_clock", lambda: now[0])  # the services share the engine's one Pause
     eng.pause_persistence(90)
     assert "1m left" in eng.store("a", "x")["reason"]
     now[0] += 45

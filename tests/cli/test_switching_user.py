@@ -5,7 +5,9 @@ of a file the original's 2.6 line wrote."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -105,11 +107,18 @@ def test_a_closed_output_pipe_ends_quietly(tmp_path, args):
         eng.store("kai", f"note {i} about the staging cluster and its nightly backups")
     eng.close()
     env = clean_env(CPERSONA_DB_PATH=str(db), CPERSONA_EMBEDDING_MODE="none")
+    # A pipe smaller than the output (Linux's default 64 KiB would hold it all, and the child could
+    # finish writing before the read end closes): the writer must meet the closed end.
+    if not hasattr(fcntl, "F_SETPIPE_SZ"):
+        pytest.skip("Linux only: sets a pipe's size")
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, 4096)
     proc = subprocess.Popen([sys.executable, "-m", "cpersona", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
-    assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.read(10)
-    proc.stdout.close()  # like `| head -c 10`
+                            stdout=write_end, stderr=subprocess.PIPE, cwd=tmp_path)
+    os.close(write_end)
+    assert proc.stderr is not None
+    with os.fdopen(read_end, "rb") as out:
+        out.read(10)  # then closed, like `| head -c 10`
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert err == ""

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.storage import Database, db, migration, schema
 
 from conftest import db_rows, new_engine

@@ -142,27 +142,23 @@ def gather(session: Session, plan: RecallPlan, question: Question,
     return Channels(found, terms, unlisted, hits)
 
 
+@dataclass(frozen=True)
 class SerialFetch:
     """A fetcher that reads everything on one connection, one part after the other, with the
     query vector given (None: keywords only): calibration's queries, whose vector is a stored
     row's."""
 
-    def __init__(self, session: Session, qvec: np.ndarray | None, indexes: Indexes | None) -> None:
-        self._session = session
-        self._qvec = qvec
-        self._indexes = indexes
-
-    @property
-    def session(self) -> Session:
-        return self._session
+    session: Session
+    qvec: np.ndarray | None
+    indexes: Indexes | None
 
     def channels(self, plan: RecallPlan, question: Question) -> Channels:
-        return gather(self._session, plan, question, None, lambda: self._vectors(plan, question))
+        return gather(self.session, plan, question, None, lambda: self._vectors(plan, question))
 
     def _vectors(self, plan: RecallPlan, question: Question) -> VectorHits | None:
-        if self._qvec is None or self._indexes is None:
+        if self.qvec is None or self.indexes is None:
             return None
-        return vector_hits(self._session, plan, question, self._qvec, self._indexes)
+        return vector_hits(self.session, plan, question, self.qvec, self.indexes)
 
     def pool(self, scope: Scope) -> int:
-        return self._session.search.pool_size(scope)
+        return self.session.search.pool_size(scope)

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, Literal, TypeVar
 
@@ -170,50 +171,45 @@ class QueryVector:
             return None
 
 
+@dataclass
 class RecallFetch:
     """The fetcher of one recall (retrieval.fetch.Fetcher) on the recall's read `session`.
 
     `indexes` are the resident indexes known at the start (None: the dimension is not known
     before this embedding — an HTTP backend's first answer — and `load_indexes` loads them once
-    the vector is there); `pool` counts the gate's pool; `threads` runs the side jobs (None: no
-    second read connection, everything runs on `session`, one part after the other)."""
+    the vector is there); `counts` counts the gate's pool; `threads` runs the side jobs (None: no
+    second read connection, everything runs on `session`, one part after the other); `lane` is
+    where the word half runs."""
 
-    def __init__(self, session: Session, vector: QueryVector, indexes: Indexes | None,
-                 load_indexes: Callable[[], Indexes | None], pool: Callable[[Scope], int],
-                 threads: ReadThreads | None, lane: Lane) -> None:
-        self._session = session
-        self._vector = vector
-        self._indexes = indexes
-        self._load_indexes = load_indexes
-        self._pool = pool
-        self._threads = threads
-        self._lane = lane
-
-    @property
-    def session(self) -> Session:
-        return self._session
+    session: Session
+    vector: QueryVector
+    indexes: Indexes | None
+    load_indexes: Callable[[], Indexes | None]
+    counts: Callable[[Scope], int]
+    threads: ReadThreads | None
+    lane: Lane
 
     def pool(self, scope: Scope) -> int:
-        return self._pool(scope)
+        return self.counts(scope)
 
     def channels(self, plan: RecallPlan, question: Question) -> Channels:
         """The channels of `question`, the side jobs started first (module doc)."""
         words = vectors = None
-        if self._threads is not None:
-            jobs = SideJobs(self._session)
-            if self._session.search.fts_enabled and not question.blank and self._lane != "inline":
-                start = self._after_vector() if self._lane == "after_vector" else None
-                words = jobs.start(start or self._threads.beside,
+        if self.threads is not None:
+            jobs = SideJobs(self.session)
+            if self.session.search.fts_enabled and not question.blank and self.lane != "inline":
+                start = self._after_vector() if self.lane == "after_vector" else None
+                words = jobs.start(start or self.threads.beside,
                                    partial(retrievers.word_channel, query=word_half_query(plan, question)))
-            if not question.blank and self._indexes is not None:  # waits for the query vector
-                vectors = jobs.start(self._after_vector() or self._threads.beside,
+            if not question.blank and self.indexes is not None:  # waits for the query vector
+                vectors = jobs.start(self._after_vector() or self.threads.beside,
                                      partial(self._vectors, plan, question))
-        return gather(self._session, plan, question, words,
-                      vectors or partial(self._vectors, plan, question, self._session))
+        return gather(self.session, plan, question, words,
+                      vectors or partial(self._vectors, plan, question, self.session))
 
     def _after_vector(self) -> Starter | None:
         """The starter of jobs queued behind the query's embedding (None without one)."""
-        pending, threads = self._vector.pending, self._threads
+        pending, threads = self.vector.pending, self.threads
         if pending is None or threads is None:
             return None
         return lambda fn: threads.after(pending, fn)
@@ -221,9 +217,9 @@ class RecallFetch:
     def _vectors(self, plan: RecallPlan, question: Question, session: Session) -> VectorHits | None:
         """The vector channel on `session`; waits for the query vector (and loads the resident
         indexes when they were not known before it)."""
-        qvec = self._vector.result()
-        if qvec is not None and self._indexes is None:
-            self._indexes = self._load_indexes()
-        if qvec is None or self._indexes is None:
+        qvec = self.vector.result()
+        if qvec is not None and self.indexes is None:
+            self.indexes = self.load_indexes()
+        if qvec is None or self.indexes is None:
             return None
-        return vector_hits(session, plan, question, qvec, self._indexes)
+        return vector_hits(session, plan, question, qvec, self.indexes)

@@ -2,11 +2,11 @@
 
 A recall is validated (service/requests.py → the pipeline's `Question`), planned once
 (`RecallPlan.of`: the settings and the agent's calibrated gate), run by the pipeline
-(retrieval/pipeline.py: where rows are ranked) through the recall's fetcher
+(retrieval/pipeline.py; rows are ranked in retrieval/ranking.py) through the recall's fetcher
 (service/fetcher.py: the query embedding and the side jobs on other read connections), and
 answered by service/answers.py (the wire rows, previews, notes); this module adds what the
-caller must know besides: the degraded-search `advisory`, the `gate` notice when calibration
-is missing, the update notice. The gate's pool count is cached until the file changes.
+caller must know besides: the `gate` notice when calibration is missing, the degraded-search
+`advisory`, the update notice. The gate's pool count is cached until the file changes.
 
 Public API, besides the tools: `prefetch_query_vector(query)` — the head start a transport may
 give a recall. A transport that has read a `recall` request before the MCP SDK has parsed,

@@ -32,8 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cpersona.config import Settings
-from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.service.engine import Engine
+from cpersona.service.requests import RecallRequest
 
 import common
 

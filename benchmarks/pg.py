@@ -60,8 +60,8 @@ def visibility_delays(url: str, embedding_url: str, n: int = 30,
     retriever, that recall included). Two Engines in this process, each with its own pool
     and change feed, on one database."""
     from cpersona.config import Settings
-    from cpersona.retrieval.pipeline import RecallRequest
     from cpersona.service.engine import Engine
+    from cpersona.service.requests import RecallRequest
 
     settings = Settings.from_env({}, db_url=url, embedding_mode="http", embedding_url=embedding_url,
                                  task_queue_enabled=False, gate_enabled=False)

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from cpersona.config import Settings
 from cpersona.devtools.fake_embed import fake_vector
-from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.service.engine import Engine
+from cpersona.service.requests import RecallRequest
 
 TOPICS = [
     ("kubernetes", "cluster pods deployment rollout ingress helm nodes"),

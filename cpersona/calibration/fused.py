@@ -26,10 +26,13 @@ from cpersona.config import Settings
 from cpersona.index.vector_index import VectorIndex
 from cpersona.retrieval import gate as gate_mod
 from cpersona.retrieval.candidate import MEMORY, Candidate
+from cpersona.retrieval.fetch import Indexes, SerialFetch
 from cpersona.retrieval.gate import AgentGate
-from cpersona.retrieval.pipeline import RecallRequest, make_context, rank
+from cpersona.retrieval.plan import Question, RecallPlan, exclusions
+from cpersona.retrieval.ranking import rank
 from cpersona.storage import Database
 from cpersona.storage.codec import from_blob
+from cpersona.storage.scope import Scope
 from cpersona.util.time import parse_ts
 
 MIN_EMBEDDINGS = 10
@@ -64,11 +67,10 @@ class FusedJob:
 
 def _rank_as_query(job: FusedJob, content: str, qvec: np.ndarray) -> list[Candidate]:
     """The ranked pre-gate rows for `content` as a query (the memory itself excluded)."""
-    req = RecallRequest(job.agent_id, content[:QUERY_CHARS], FUSED_DEPTH, exclude_contents=(content,))
+    question = Question(Scope(job.agent_id), content[:QUERY_CHARS], FUSED_DEPTH, exclusions=exclusions((content,)))
+    plan = RecallPlan.of(job.settings, AgentGate(job.vector_threshold), inject_profiles=False)
     with job.db.read() as s:
-        ctx = make_context(job.settings, s, job.indexes, AgentGate(job.vector_threshold), lambda _text: qvec,
-                           inject_profiles=False)
-        return rank(ctx, req)
+        return rank(SerialFetch(s, qvec, Indexes.of(job.indexes)), plan, question).rows
 
 
 def _label_draw(job: FusedJob, picked: list[tuple[int, str, str, bytes]], window_s: float,

@@ -33,7 +33,7 @@ from cpersona.cli.common import (
 )
 from cpersona.config import Settings
 from cpersona.policy.validate import MAX_LIMIT
-from cpersona.service.recall import NO_MATCH_NOTE, NO_WORD_MATCH_NOTE, WITHHELD_WHY
+from cpersona.service.answers import NO_MATCH_NOTE, NO_WORD_MATCH_NOTE, WITHHELD_WHY
 
 
 def _agents(engine) -> list[str]:
@@ -153,7 +153,7 @@ def list_command(settings: Settings, args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ recall
 def recall_command(settings: Settings, args: argparse.Namespace) -> int:
     """Hybrid recall for one agent, or each agent in turn; best match first."""
-    from cpersona.retrieval.pipeline import RecallRequest
+    from cpersona.service.requests import RecallRequest
 
     engine = open_engine(settings)
     if engine is None:

@@ -1,8 +1,9 @@
-"""What a transport reads from a request before the SDK dispatches it: a recall's query, so
-that its embedding starts while the SDK is still parsing, validating and dispatching the
-request (service/prefetch.py has the why and the measurement).
+"""What a transport reads from a request before the SDK dispatches it: a recall's query, handed
+to the recall service's head start (`RecallService.prefetch_query_vector`, typed here as
+service/prefetch.py `HeadStart`), so that its embedding starts while the SDK is still parsing,
+validating and dispatching the request (service/prefetch.py has the why).
 
-`query_hint(engine)` returns the callable both transports are given: stdio calls it with each
+`query_hint(service)` returns the callable both transports are given: stdio calls it with each
 request line it has parsed (`mcp/stdio.py`), HTTP with each request body it has passed on
 (`RequestHints` here). It only starts work; whatever the request holds, the tool call itself
 still parses, checks and answers it, and a request that is not a recall costs a dict lookup.
@@ -17,7 +18,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cpersona.service.engine import Engine
+from cpersona.service.prefetch import HeadStart
 
 log = logging.getLogger("cpersona.mcp")
 
@@ -43,8 +44,8 @@ def recall_query(message: Any) -> object | None:
     return arguments.get("query")
 
 
-def query_hint(engine: Engine) -> Hint:
-    """The hint that starts a recall's query embedding (`Engine.prefetch_query_vector`)."""
+def query_hint(service: HeadStart) -> Hint:
+    """The hint that starts a recall's query embedding (`HeadStart.prefetch_query_vector`)."""
 
     warned = False
 
@@ -54,7 +55,7 @@ def query_hint(engine: Engine) -> Hint:
         if query is None:
             return
         try:
-            engine.prefetch_query_vector(query)
+            service.prefetch_query_vector(query)
         except Exception:  # a failed head start must not end the session
             # the recall still embeds its query itself and reports any failure of its own
             if not warned:

@@ -1,4 +1,4 @@
-"""The recall pipeline, one module per stage:
-
-retrievers → fusion → scoring (penalties) → gate → (limit, reverse, response) in pipeline.
-"""
+"""The recall pipeline: a frozen plan (plan.py), the channels read through one injected fetcher
+(fetch.py), then stages that each return a value — fused and ranked (ranking.py), gated and cut
+to the limit (pipeline.py) — over one module per rule (retrievers, lexical, fusion, scoring,
+neighbours, alternatives, confidence, gate, …)."""

@@ -1,13 +1,13 @@
-"""Query vectors started before their recall is dispatched.
+"""Query vectors started before their recall is dispatched: the recall service's head start.
 
 A transport has a whole request in hand before the MCP SDK parses, validates and dispatches it
-to the tool: ~0.5 ms on stdio (benchmarks/README.md, round 13), and a stateless HTTP request
-also gets a session of its own first. The query's embedding is the long pole of a recall (its
-keyword channel ends ~1 ms before the vector arrives), so the transport hands the query over as
-soon as it has read the request (`QueryPrefetch.start`, called through
-`RecallService.prefetch_query_vector`) and the recall takes the embedding already running
-(`take`) instead of starting its own. The vector is the same either way: one `embed_query` call
-of the same text. Paired over MCP stdio at 10k rows: recall p50 −0.36 / −0.62 ms.
+to the tool, and a stateless HTTP request also gets a session of its own first. The query's
+embedding is the long pole of a recall (its keyword channels end before the vector arrives), so
+the transport hands the query over as soon as it has read the request — through `HeadStart`,
+the part of the recall service's public API a transport uses
+(`RecallService.prefetch_query_vector`, which starts `QueryPrefetch.start`) — and the recall
+takes the embedding already running (`take`) instead of starting its own. The vector is the
+same either way: one `embed_query` call of the same text.
 
 A prefetch no recall takes (its request failed its argument checks, was refused, or asked for
 no rows) costs an embedding, so they are bounded: at most `MAX_PENDING` are held at once and
@@ -27,14 +27,23 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Protocol
 
 #: Prefetched embeddings held for their recall at once (one of them running at a time).
 MAX_PENDING = 2
 #: Seconds a prefetched embedding waits for its recall (the SDK dispatches a request in ~1 ms).
 TTL_S = 1.0
-#: Longer queries are not prefetched: their embedding takes far longer than the ~0.5 ms a head
-#: start saves (1,000 emoji ~65 ms, 16,000 characters ~0.3 s), and refused ones would hold the model.
+#: Longer queries are not prefetched: their embedding takes far longer than the head start saves
+#: (the SDK's parsing and dispatch of the request), and refused ones would hold the model.
 MAX_CHARS = 256
+
+
+class HeadStart(Protocol):
+    """A recall's head start, as a transport gives it (service/recall.py module doc)."""
+
+    def prefetch_query_vector(self, query: object) -> bool:
+        """Start embedding `query` (a recall's argument as read, unchecked); True when started."""
+        ...
 
 
 class QueryPrefetch:

@@ -1,53 +1,51 @@
-"""Reading memories back: recall, recall_with_context, get_contents.
+"""Reading memories back: recall, recall_with_context, get_contents, and a transport's head start.
 
-A recall embeds its query in a worker thread, started first, while the keyword retrievers run
-(on a SQLite file the vector retriever runs on that thread right after the embedding and the
-word index's MATCH on a read worker — queued behind the embedding too on a machine with two
-CPUs — beside the trigram MATCH: retrieval/side_jobs.py), builds the
-agent's calibrated gate, runs the pipeline (cpersona/retrieval/pipeline.py: where rows are
-ranked) and adds what the caller must know: the degraded-search `advisory`, the `gate`
-notice when calibration is missing, `gate_fallback`. The gate's pool count is cached until
-the file changes (a COUNT over an agent's rows costs ~6 ms at 100k rows).
+A recall is validated (service/requests.py → the pipeline's `Question`), planned once
+(`RecallPlan.of`: the settings and the agent's calibrated gate), run by the pipeline
+(retrieval/pipeline.py; rows are ranked in retrieval/ranking.py) through the recall's fetcher
+(service/fetcher.py: the query embedding and the side jobs on other read connections), and
+answered by service/answers.py (the wire rows, previews, notes); this module adds what the
+caller must know besides: the `gate` notice when calibration is missing, the degraded-search
+`advisory`, the update notice. The gate's pool count is cached until the file changes.
+
+Public API, besides the tools: `prefetch_query_vector(query)` — the head start a transport may
+give a recall. A transport that has read a `recall` request before the MCP SDK has parsed,
+validated and dispatched it (mcp/hints.py: stdio's reader, HTTP's request hints) hands over the
+query as sent; the embedding starts at once (service/prefetch.py bounds what it may cost) and
+the recall of that query takes it instead of starting its own. It never blocks the caller (an
+event loop) and never answers anything: the recall itself still checks and answers the request.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from cpersona.errors import InvalidArgument, StorageUnavailable
 from cpersona.policy import validate
-from cpersona.retrieval import context as conversation
-from cpersona.retrieval import preview
-from cpersona.retrieval.gate import AgentGate
-from cpersona.retrieval.pipeline import RecallContext, RecallRequest, make_context
+from cpersona.retrieval import contents
+from cpersona.retrieval.fetch import Indexes
+from cpersona.retrieval.pipeline import Answer
 from cpersona.retrieval.pipeline import recall as run_pipeline
-from cpersona.service import prefetch
+from cpersona.retrieval.plan import RecallPlan
+from cpersona.service import answers, conversation, prefetch
 from cpersona.service.base import ServiceBase
+from cpersona.service.fetcher import QueryVector, ReadThreads, RecallFetch, word_lane
 from cpersona.service.outcomes import RecallResult
-from cpersona.service.shaping import compact_recall
-from cpersona.storage import Database, Session
+from cpersona.service.requests import RecallRequest
+from cpersona.storage import Database
 from cpersona.storage.scope import Scope
-from cpersona.util.threads import CPUS
 from cpersona.util.words import visible
 
 log = logging.getLogger(__name__)
 
-#: CPUs this process may run on: with fewer than three, a recall's word MATCH queues behind its
-#: query's embedding instead of taking a third thread (paired over 600 queries at 10k rows with
-#: the bundled model: p50 −0.5 ms; on two CPUs a third runnable thread only slows the others).
-
 
 class PoolCounts:
-    """The gate's pool count per scope, cached until the file's change stamp moves (a
-    COUNT over an agent's rows costs ~6 ms at 100k rows on every recall otherwise)."""
+    """The gate's pool count per scope, cached until the file's change stamp moves (a COUNT
+    over an agent's rows on every recall otherwise)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -72,19 +70,9 @@ class PoolCounts:
         return cached
 
 
-#: The note of a recall whose query held only invisible (format) characters.
-INVISIBLE_NOTE = "the query holds only invisible characters (such as U+200B): answered as a blank query, newest first"
-#: The note of an empty answer with nothing withheld: not one row was a candidate.
-NO_MATCH_NOTE = "no stored row in this scope shares a word with the query or is near enough to its meaning"
-#: ... when the recall had no query vector (no backend, or it failed): meaning was not searched.
-NO_WORD_MATCH_NOTE = ("no stored row in this scope shares a word with the query; without a query vector "
-                      "nothing was searched by meaning")
-#: Why a recall answered no row although some rows matched (retrieval/gate.py: per-row gate, answer bar).
-WITHHELD_WHY = "rows matched, but none holds enough of the query's words or is near enough to its meaning"
-
-
 class RecallService(ServiceBase):
-    """The read tools; mixed into `Engine` (which sets `_query_pool`, `_prefetch` and `_pool_counts`)."""
+    """The read tools; mixed into `Engine` (which sets `_query_pool`, `_prefetch`, `_read_pool`
+    and `_pool_counts`)."""
 
     _query_pool: ThreadPoolExecutor
     _prefetch: prefetch.QueryPrefetch
@@ -93,29 +81,29 @@ class RecallService(ServiceBase):
 
     def recall(self, req: RecallRequest, trace: dict | None = None, preview_rows: bool = False,
                full_content: bool = False, verbose: bool | None = None) -> RecallResult:
-        """Hybrid recall. Returns `{messages: [...], advisory?, gate?, gate_fallback?, withheld?}` with
-        messages ordered worst → best (the LAST element is the best match). With
-        `preview_rows` (the MCP tool) long rows are previews unless `full_content`
-        (retrieval/preview.py). `verbose` False (the tools' default) rounds scores to 4
-        decimals and cuts `match_reason` to `{signal, score}` unless CPERSONA_RECALL_VERBOSE;
-        True keeps every channel's score, rounded; None (library callers) returns the
-        pipeline's rows unchanged (service/shaping.py).
-        limit 0 answers no rows; a NUL in the query separates words. The operating context's
-        project rules apply to project_id.
+        """Hybrid recall. Returns `{messages: [...], note?, withheld?, gate_fallback?, gate?, advisory?}`
+        with messages ordered worst → best (the LAST element is the best match). With
+        `preview_rows` (the MCP tool) long rows are previews unless `full_content`. `verbose`
+        False (the tools' default) rounds scores and cuts `match_reason` to `{signal, score}`
+        unless CPERSONA_RECALL_VERBOSE; True keeps every channel's score, rounded; None (library
+        callers) keeps every score unrounded (service/answers.py). `trace`, when given,
+        receives what each stage measured. limit 0 answers no rows; a NUL in the query
+        separates words. The operating context's project rules apply to project_id.
 
         Raises InvalidArgument for a malformed request (limit outside 0..100, …)."""
         def run(project: str | None) -> RecallResult:
-            out = self._recall(replace(req, project_id=project), trace)
-            return self._shaped(out, preview_rows, full_content, verbose)
+            out = self._recall(replace(req, project_id=project), trace, self._verbose(verbose))
+            return self._previews(out, preview_rows, full_content)
 
         return self.gated("recall", req.agent_id, req.project_id, False, run)
 
-    def _shaped(self, out: Any, preview_rows: bool, full_content: bool, verbose: bool | None) -> Any:
-        if verbose is not None:
-            out = compact_recall(out, verbose or self.settings.recall_verbose)
-        return preview.shape_recall(out, self.settings.recall_preview_chars, full_content) if preview_rows else out
+    def _verbose(self, verbose: bool | None) -> bool | None:
+        return None if verbose is None else verbose or self.settings.recall_verbose
 
-    def _recall(self, req: RecallRequest, trace: dict | None = None) -> RecallResult:
+    def _previews(self, out: Any, preview_rows: bool, full_content: bool) -> Any:
+        return answers.previews(out, self.settings.recall_preview_chars, full_content) if preview_rows else out
+
+    def _recall(self, req: RecallRequest, trace: dict | None = None, verbose: bool | None = None) -> RecallResult:
         req = replace(req, query=validate.query(req.query))
         _check_request(req)
         if req.limit == 0:
@@ -125,38 +113,19 @@ class RecallService(ServiceBase):
             req = replace(req, query="")
         self.refresh_if_changed()
         self.gateway.wait_for_backend(self.settings.model_wait_seconds)
-        # The query is embedded in a worker thread while the keyword retrievers run.
-        late: list[str] = []  # why this recall went on without its query vector
-        use_vectors = self.gateway.embedder is not None and bool(req.query.strip()) and not self._stalled(late)
-        pending = self._query_vector(req.query) if use_vectors else None
-        indexes = self.indexes() if pending and self.gateway.dim is not None else None
+        vector = self._query_vector(req.query)
+        # the resident indexes first: loading them may find a new model, which makes the agent's gate stale
+        indexes = Indexes.of(self.indexes()) if vector.pending is not None and self.gateway.dim is not None else None
         agent_gate = self.calibration.gate_for(req.agent_id)
-        with self.db.read() as s:
-            ctx = make_context(self.settings, s, indexes, agent_gate, lambda _text: None, self.pool_size)
-            ctx.embed_query = lambda _text: self._await_query_vector(pending, ctx, late)
-            if self.db.parallel_reads:
-                ctx.parallel = lambda fn: self._read_pool.submit(self._in_reader, fn)
-                if pending is not None:
-                    ctx.after_embedding = lambda fn: self._after(pending, fn)
-                    ctx.word_half = _word_half(self.gateway.embedder)
-            messages = run_pipeline(ctx, req)
+        answer = self._answer(req, vector, indexes, RecallPlan.of(self.settings, agent_gate))
         if trace is not None:
-            trace.update(ctx.trace)
-        response: RecallResult = {"messages": messages}
-        if not messages and self.pool_size(req.scope) == 0:
-            response["note"] = f"agent {req.agent_id!r} has no memories or episodes in this scope"
-        elif invisible:
-            response["note"] = INVISIBLE_NOTE
-        elif not messages and req.query.strip() and not ctx.withheld and not req.exclude_contents:
-            # (with exclusions a row may have matched and been left out on request)
-            response["note"] = NO_MATCH_NOTE if ctx.vectors else NO_WORD_MATCH_NOTE
-        if ctx.withheld:
-            why = f"none of the matched rows mentions {', '.join(ctx.unmentioned)}" if ctx.unmentioned else WITHHELD_WHY
-            response["withheld"] = {"rows": ctx.withheld, "why": why}
-            if not req.deep:
-                response["withheld"]["fix"] = "recall(deep=true) halves the bar"
-        self._after_recall(req, ctx, agent_gate, response)
-        advisory = self.gateway.advisory.payload(late[0] if late else None)
+            trace.update(answer.trace)
+        response = answers.body(answer, req, verbose, invisible,
+                                empty_scope=not answer.rows and self.pool_size(req.scope) == 0)
+        if agent_gate.notice and self.settings.gate_enabled:
+            response["gate"] = dict(agent_gate.notice)
+        self._count_recalled(req, answer)
+        advisory = self.gateway.advisory.payload(vector.late)
         if advisory:
             response["advisory"] = advisory
         notice = self.updates.recall_notice()
@@ -164,13 +133,39 @@ class RecallService(ServiceBase):
             response["update_notice"] = notice
         return response
 
+    def _query_vector(self, text: str) -> QueryVector:
+        """The embedding of a recall's query, started now — or the one a transport started
+        (`prefetch_query_vector`) — unless the query is blank, there is no backend, or the
+        backend is known not to answer (a batch in flight past CPERSONA_EMBED_WAIT_SECS: the
+        recall then answers from keywords at once and says why instead of waiting that long
+        again)."""
+        wait = self.settings.embed_wait_secs
+        backend = self.gateway.embedder
+        mode = backend.mode if backend is not None else "none"
+        if backend is None or not text.strip():
+            return QueryVector(None, wait, mode)
+        busy = self.gateway.not_answering(wait)
+        if busy is not None:
+            late = f"the embedding backend has not answered for {busy[0]:.0f} s (CPERSONA_EMBED_WAIT_SECS {wait:g} s)"
+            return QueryVector(None, wait, mode, late)
+        pending = self._prefetch.take(text) or self._query_pool.submit(self.gateway.embed_query, text)
+        return QueryVector(pending, wait, mode)
+
+    def _answer(self, req: RecallRequest, vector: QueryVector, indexes: Indexes | None, plan: RecallPlan) -> Answer:
+        """The pipeline's answer, read through this recall's fetcher (service/fetcher.py)."""
+        pending = vector.pending
+        threads = ReadThreads(self.db, self._read_pool) if self.db.parallel_reads else None
+        lane = word_lane(pending is not None, bool(getattr(self.gateway.embedder, "worker_pid", None)))
+        with self.db.read() as s:
+            fetcher = RecallFetch(s, vector, indexes, lambda: Indexes.of(self.indexes()), self.pool_size, threads, lane)
+            return run_pipeline(fetcher, plan, req.question())
+
     def prefetch_query_vector(self, query: object) -> bool:
-        """Start embedding a recall's query before its request is dispatched (service/prefetch.py):
-        the recall of that query then takes the running embedding. `query` is the argument as
-        the transport read it. Returns True when an embedding was started; a query the recall
-        would refuse or not embed (not a string, too long, blank or invisible), a query longer
-        than `prefetch.MAX_CHARS`, no backend, a model still loading or busy start nothing, and
-        the recall then runs as without a prefetch."""
+        """The head start a transport gives a recall (module doc): start embedding `query` (the
+        argument as the transport read it) before its request is dispatched. Returns True when
+        an embedding was started; a query the recall would refuse or not embed (not a string,
+        too long, blank or invisible), a query longer than `prefetch.MAX_CHARS`, no backend, a
+        model still loading or busy start nothing, and the recall then runs as without it."""
         try:
             text = validate.query(query)
         except InvalidArgument:
@@ -186,126 +181,46 @@ class RecallService(ServiceBase):
         except RuntimeError:  # the engine is closing: its pools take no more work
             return False
 
-    def _query_vector(self, text: str) -> Future:
-        """The embedding of a recall's query: the one a transport started (`prefetch_query_vector`), or a new one."""
-        return self._prefetch.take(text) or self._query_pool.submit(self.gateway.embed_query, text)
-
-    def _stalled(self, late: list[str]) -> bool:
-        """Whether the backend is known not to answer (a batch in flight past
-        CPERSONA_EMBED_WAIT_SECS): the recall then answers from keywords at once, and `late`
-        says why, instead of waiting that long again."""
-        busy = self.gateway.not_answering(self.settings.embed_wait_secs)
-        if busy is not None:
-            late.append(f"the embedding backend has not answered for {busy[0]:.0f} s "
-                        f"(CPERSONA_EMBED_WAIT_SECS {self.settings.embed_wait_secs:g} s)")
-        return busy is not None
-
-    def _in_reader(self, fn: Callable[[Session], Any]) -> Any:
-        """fn(session) on the calling (worker) thread's own read connection."""
-        with self.db.read() as s:
-            return fn(s)
-
-    def _after(self, pending: Future, fn: Callable[[Session], Any]) -> Future:
-        """fn(session) run by the thread that embeds the query, as soon as it has embedded it
-        (on that thread's read connection: no hand-off to another thread); by a read worker
-        when the vector was already there. The returned Future can be cancelled until then."""
-        job: Future = Future()
-        caller = threading.get_ident()
-
-        def start() -> None:
-            if job.set_running_or_notify_cancel():
-                try:
-                    job.set_result(self._in_reader(fn))
-                except BaseException as err:  # noqa: BLE001 — handed to the waiting recall
-                    job.set_exception(err)
-
-        def embedded(_vector: Future) -> None:
-            if threading.get_ident() == caller:  # already embedded (a cached vector): not on the recall's thread
-                self._read_pool.submit(start)
-            else:
-                start()
-
-        pending.add_done_callback(embedded)
-        return job
-
     def pool_size(self, scope: Scope) -> int:
         """Memories + episodes in `scope` (the gate's pool), cached until the file changes."""
         return self._pool_counts.get(self.db, scope)
 
-    def _await_query_vector(self, pending: Future | None, ctx: RecallContext, late: list[str]) -> np.ndarray | None:
-        """The query vector of a recall (None without one); loads the resident indexes
-        into `ctx` when the dimension was unknown before this embed (first HTTP answer).
-        Waits at most CPERSONA_EMBED_WAIT_SECS: a backend busy or stalled (a worker
-        stopped mid-batch) costs a recall that long, not the watchdog's deadline; the recall
-        then answers from keywords and `late` says why (the embed finishes in the background
-        and fills the query cache)."""
-        wait = self.settings.embed_wait_secs
-        if late:  # waited once already: the later stages go on without it at once
-            return None
+    def _count_recalled(self, req: RecallRequest, answer: Answer) -> None:
+        """The recall_count bump of the returned memories (confidence on, not deep, not a
+        rescue, not paused); a failed bump is logged, never the recall's failure."""
+        ids = [c.id for c in answer.rows if c.kind == "mem"]
+        if not self.settings.confidence_enabled or not ids or req.deep or answer.fallback or self.pause.active():
+            return
         try:
-            qvec = pending.result(timeout=wait) if pending is not None else None
-        except FutureTimeout:
-            mode = self.gateway.embedder.mode if self.gateway.embedder else "none"
-            late.append(f"mode={mode} / no query vector within {wait:g} s (CPERSONA_EMBED_WAIT_SECS)")
-            log.info("recall went on without its query vector: %s", late[0])
-            return None
-        if qvec is not None and ctx.memory_index is None:
-            indexes = self.indexes()
-            if indexes:
-                ctx.memory_index, ctx.episode_index = indexes["memories"], indexes["episodes"]
-        return qvec
-
-    def _after_recall(self, req: RecallRequest, ctx: RecallContext, agent_gate: AgentGate, response: Any) -> None:
-        """gate_fallback flag, the gate notice, and the recall_count bump (confidence on,
-        not deep, not a rescue, not paused)."""
-        if ctx.gate_fallback:
-            response["gate_fallback"] = True
-        if agent_gate.notice and self.settings.gate_enabled:
-            response["gate"] = dict(agent_gate.notice)
-        ids = [c.id for c in ctx.returned if c.kind == "mem"]
-        if self.settings.confidence_enabled and ids and not req.deep and not ctx.gate_fallback \
-                and not self.pause.active():
-            try:
-                with self.db.write() as s:
-                    s.memories.bump_recalled(ids)
-            except StorageUnavailable:
-                pass  # a missed bump must not fail the recall; storage/ logs the condition once
-            except Exception as err:  # noqa: BLE001 — a missed bump must not fail the recall; it is logged
-                log.warning("recall_count bump failed: %s", err)
+            with self.db.write() as s:
+                s.memories.bump_recalled(ids)
+        except StorageUnavailable:
+            pass  # storage/ logs the condition once
+        except Exception as err:  # noqa: BLE001 — a missed bump must not fail the recall; it is logged
+            log.warning("recall_count bump failed: %s", err)
 
     def recall_with_context(self, req: RecallRequest, external_context: Any = None, preview_rows: bool = False,
                             full_content: bool = False, verbose: bool | None = None) -> dict[str, Any]:
         """Recall merged with the caller's conversation: every context entry's text is
         excluded from the recall, then user/assistant entries are appended and everything is
-        sorted chronologically (timestamp ascending; "" first) — retrieval/context.py."""
+        sorted chronologically (timestamp ascending; "" first) — service/conversation.py."""
         entries = conversation.parse_context(external_context)
 
         def run(project: str | None) -> dict[str, Any]:
             merged = replace(req, project_id=project,
                              exclude_contents=tuple(req.exclude_contents) + conversation.exclusions(entries))
-            out = conversation.merge(self._recall(merged), entries)
-            return self._shaped(out, preview_rows, full_content, verbose)
+            out = conversation.merge(self._recall(merged, verbose=self._verbose(verbose)), entries)
+            return self._previews(out, preview_rows, full_content)
 
         return self.gated("recall_with_context", req.agent_id, req.project_id, False, run)
 
     def get_contents(self, agent_id: Any, refs: Any) -> dict[str, Any]:
         """Full text of preview refs `mem:<id>` / `ep:<id>` owned by `agent_id`, within
-        preview.CONTENTS_BUDGET; refs past the budget come back in `deferred`."""
+        contents.CONTENTS_BUDGET; refs past the budget come back in `deferred`."""
         agent = validate.identifier("agent_id", agent_id)
-        parsed = preview.parse_refs(refs)
+        parsed = contents.parse_refs(refs)
         with self.db.read() as s:
-            return preview.get_contents(s, agent or "", parsed)
-
-
-def _word_half(embedder: Any) -> str:
-    """Where a recall runs the word half of its keyword channel (RecallContext.word_half):
-    beside the trigram MATCH when CPUs are to spare; on the recall's thread when the query
-    is embedded in another process, whose waiting thread would otherwise only hold the word
-    half back (measured over MCP at 10k rows: p50 −1.9 ms); else queued behind the
-    embedding."""
-    if CPUS >= 3:
-        return "parallel"
-    return "inline" if getattr(embedder, "worker_pid", None) else "after_embedding"
+            return contents.get_contents(s, agent or "", parsed)
 
 
 def _check_request(req: RecallRequest) -> None:

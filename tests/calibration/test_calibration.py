@@ -9,7 +9,7 @@ import math
 import pytest
 from cpersona.calibration import fused, precision
 from cpersona.errors import InvalidArgument
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from calibration_fixtures import sidecar_path
 from quality_helpers import contents, make, recall, session_corpus, store_rows

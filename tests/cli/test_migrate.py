@@ -8,7 +8,7 @@ import json
 
 import pytest
 from cpersona.cli import main
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from backends import pg_schema
 from conftest import db_rows, new_engine

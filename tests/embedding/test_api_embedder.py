@@ -88,7 +88,7 @@ def test_store_and_recall_in_api_mode(make_engine, api_server):
     engine = make_engine(embedding_mode="api", embedding_api_url=api_server.api_url, embedding_api_key=KEY)
     stored = engine.store("a", "the staging cluster runs in Frankfurt")
     assert stored["result"] == "stored" and stored["embedded"] is True
-    from cpersona.retrieval.pipeline import RecallRequest
+    from cpersona.service.requests import RecallRequest
 
     found = engine.recall(RecallRequest(agent_id="a", query="staging cluster Frankfurt"))
     assert found["messages"][-1]["content"] == "the staging cluster runs in Frankfurt"

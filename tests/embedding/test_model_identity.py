@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 from cpersona.config import Settings
 from cpersona.devtools.fake_embed import FakeEmbedServer, fake_vector
-from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.service.engine import Engine
+from cpersona.service.requests import RecallRequest
 
 from conftest import clean_env, db_rows, wait_until
 from quality_helpers import HashEmbedder, session_corpus, store_rows

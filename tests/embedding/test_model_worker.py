@@ -357,7 +357,7 @@ def test_calls_do_not_wait_again_for_a_worker_known_not_to_answer(tmp_path, work
     that long (and holding a server thread) again."""
     import threading
 
-    from cpersona.retrieval.pipeline import RecallRequest
+    from cpersona.service.requests import RecallRequest
 
     from quality_helpers import make
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from health_helpers import add_memory, cycle, find, memory, one, raw, rows
 

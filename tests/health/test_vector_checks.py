@@ -8,7 +8,7 @@ import json
 import pytest
 from cpersona.calibration import sidecar
 from cpersona.calibration.state import scoring_version
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from health_helpers import add_memory, cycle, find, memory, one, raw, rows
 

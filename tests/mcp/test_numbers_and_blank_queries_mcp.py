@@ -5,7 +5,7 @@ characters is answered as a blank query and says so (it answered nothing, silent
 
 from __future__ import annotations
 
-from cpersona.service.recall import INVISIBLE_NOTE
+from cpersona.service.answers import INVISIBLE_NOTE
 
 from conftest import run_mcp
 

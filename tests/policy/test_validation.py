@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from cpersona.errors import InvalidArgument
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from conftest import db_counts, db_rows, run_mcp
 from health_helpers import find, raw

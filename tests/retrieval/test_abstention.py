@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cpersona.retrieval import recency
 from cpersona.retrieval.gate import answer_bar
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 TINY = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "tiny_corpus.json").read_text("utf-8"))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from cpersona.retrieval import alternatives, lexical
 from cpersona.retrieval.candidate import Candidate
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 
 @pytest.mark.parametrize(("query", "subs"), [

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from cpersona.retrieval.anchors import Anchors, identifiers, names
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from quality_helpers import ANCHOR_EXACT as EXACT
 from quality_helpers import ANCHOR_NEAR_MISS as NEAR_MISS

@@ -18,7 +18,7 @@ from cpersona.embedding.local import model_installed
 from cpersona.index.vector_index import WindowStats
 from cpersona.retrieval import fusion, gate
 from cpersona.retrieval.candidate import MEMORY, Candidate
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.util import scripts
 
 from conftest import run_mcp

@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.util.words import is_function_kana, match_form, query_terms
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -10,7 +10,7 @@ from cpersona.devtools.fake_embed import fake_vector
 from cpersona.index.vector_index import VectorIndex
 from cpersona.retrieval import fusion
 from cpersona.retrieval.candidate import EPISODE, MEMORY, Candidate
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from quality_helpers import HashEmbedder, make
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from cpersona.index.vector_index import VectorIndex
 from cpersona.retrieval import neighbours
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.storage.scope import Scope
 
 DIM = 8

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from cpersona.errors import InvalidArgument
-from cpersona.retrieval import preview
+from cpersona.service import answers
 
 from quality_helpers import make, recall
 
@@ -27,23 +27,23 @@ def msg(ref, n, ch="x"):
 
 
 def test_preview_is_a_pure_prefix_only_for_rows_with_a_ref():
-    out = preview.shape_recall({"messages": [msg("mem:1", 800), msg(None, 800), msg("ep:2", 100)]}, 500)
+    out = answers.previews({"messages": [msg("mem:1", 800), msg(None, 800), msg("ep:2", 100)]}, 500)
     a, b, c = out["messages"]
     assert a == {"content": "x" * 500, "ref": "mem:1", "content_truncated": True, "content_len": 800}
     assert b == msg(None, 800) and c == msg("ep:2", 100)
-    assert preview.shape_recall({"messages": [msg("mem:1", 800)]}, 0)["messages"][0]["content"] == "x" * 800
+    assert answers.previews({"messages": [msg("mem:1", 800)]}, 0)["messages"][0]["content"] == "x" * 800
 
 
 def test_full_content_budget_spends_from_the_best_row():
     rows = [msg("mem:1", 90_000, "a"), msg("mem:2", 90_000, "b"), msg("mem:3", 90_000, "c"), msg("mem:4", 150_000, "d")]
-    out = preview.shape_recall({"messages": rows}, 500, full_content=True)
+    out = answers.previews({"messages": rows}, 500, full_content=True)
     best, third, second, first = out["messages"][3], out["messages"][2], out["messages"][1], out["messages"][0]
     assert len(best["content"]) == 150_000 and "content_truncated" not in best  # best row whole
     assert third["content_truncated"] is True and second["content_truncated"] is True and first["content_truncated"]
     assert out["full_content_budget_chars"] == 200_000
-    small = preview.shape_recall({"messages": [msg("mem:1", 900), msg("mem:2", 900)]}, 500, full_content=True)
+    small = answers.previews({"messages": [msg("mem:1", 900), msg("mem:2", 900)]}, 500, full_content=True)
     assert "full_content_budget_chars" not in small and all(len(m["content"]) == 900 for m in small["messages"])
-    huge_best = preview.shape_recall({"messages": [msg("mem:1", 10), msg("mem:2", 250_000)]}, 500, full_content=True)
+    huge_best = answers.previews({"messages": [msg("mem:1", 10), msg("mem:2", 250_000)]}, 500, full_content=True)
     assert len(huge_best["messages"][1]["content"]) == 250_000  # the best row is always admitted whole
 
 
@@ -51,7 +51,7 @@ def test_refs_round_trip_through_get_contents(eng):
     long_text = "The deployment runbook for kestrel. " + "step " * 399 + "end"
     mid = eng.store("a", long_text, timestamp="2026-03-01T10:00:00Z", msg_id="m-1", source={"type": "User", "id": "u1"})["id"]
     eid = eng.archive_episode("a", "kestrel deployment session " + "detail " * 200, resolved=True)["episode_id"]
-    shaped = preview.shape_recall(recall(eng, "kestrel deployment", limit=10), eng.settings.recall_preview_chars)
+    shaped = answers.previews(recall(eng, "kestrel deployment", limit=10), eng.settings.recall_preview_chars)
     by_ref = {m["ref"]: m for m in shaped["messages"]}
     assert by_ref[f"mem:{mid}"]["content_truncated"] is True and by_ref[f"mem:{mid}"]["content_len"] == len(long_text)
     got = eng.get_contents("a", list(by_ref))

@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from quality_helpers import make
 

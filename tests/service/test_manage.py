@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from cpersona.devtools.fake_embed import fake_vector
 from cpersona.errors import InvalidArgument
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.storage.codec import to_blob
 from cpersona.storage.scope import Scope
 from cpersona.storage.tasks import embed_payload

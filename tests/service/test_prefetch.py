@@ -7,8 +7,8 @@ from concurrent.futures import Future
 
 import pytest
 from cpersona.policy.validate import MAX_QUERY_CHARS
-from cpersona.retrieval.recall_context import RecallRequest
 from cpersona.service.prefetch import MAX_CHARS, MAX_PENDING, QueryPrefetch
+from cpersona.service.requests import RecallRequest
 
 from conftest import wait_until
 

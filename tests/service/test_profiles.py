@@ -131,8 +131,8 @@ def test_confidence_mode_scores_the_profile(tmp_path):
 
 def test_blank_query_on_a_small_store_is_not_a_row_short_because_of_the_profile(tmp_path):
     from cpersona.config import Settings
-    from cpersona.retrieval.pipeline import RecallRequest
     from cpersona.service.engine import Engine
+    from cpersona.service.requests import RecallRequest
 
     eng = Engine(Settings.from_env({}, db_path=str(tmp_path / "p.db"), embedding_mode="none"))
     for i in range(6):

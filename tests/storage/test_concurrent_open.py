@@ -128,6 +128,6 @@ def test_servers_starting_together_on_one_file_all_start_and_store(workers, tmp_
 
 
 def _request(query: str):
-    from cpersona.retrieval.pipeline import RecallRequest
+    from cpersona.service.requests import RecallRequest
 
     return RecallRequest(agent_id="kai", query=query)

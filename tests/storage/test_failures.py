@@ -12,7 +12,7 @@ import time
 
 import pytest
 from cpersona.errors import StorageUnavailable
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.storage import agents, failures
 
 from conftest import db_counts, db_rows, new_engine

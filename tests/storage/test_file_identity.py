@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 from cpersona.errors import StorageUnavailable
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from conftest import db_counts, in_thread, new_engine
 

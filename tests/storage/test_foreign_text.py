@@ -10,7 +10,7 @@ import json
 import sqlite3
 
 import pytest
-from cpersona.retrieval.recall_context import RecallRequest
+from cpersona.service.requests import RecallRequest
 
 from conftest import new_engine
 

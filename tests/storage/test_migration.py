@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.storage import db, migration, schema
 from cpersona.storage.db import Database
 

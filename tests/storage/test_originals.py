@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.storage.dump import FIELDS
 
 from conftest import db_rows, new_engine

@@ -12,8 +12,8 @@ import time
 import pytest
 from cpersona.config import Settings
 from cpersona.errors import SchemaTooNew
-from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.service.engine import Engine
+from cpersona.service.requests import RecallRequest
 from cpersona.storage.backend import open_url
 from cpersona.storage.scope import Scope
 from cpersona.util.text import fts_terms, match_expression

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from cpersona.retrieval.pipeline import RecallRequest
+from cpersona.service.requests import RecallRequest
 from cpersona.storage import fts_instances, resident_fts, resident_trigrams, resident_words
 from cpersona.storage.scope import Scope
 from cpersona.util.text import match_expression

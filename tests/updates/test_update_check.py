@@ -106,7 +106,7 @@ def test_disabled_opens_no_socket_writes_no_file_gives_no_notice(tmp_path, make_
     assert engine.updates.start() is False
     engine.updates.join(5)
     engine.store("a", "a fact")
-    from cpersona.retrieval.pipeline import RecallRequest
+    from cpersona.service.requests import RecallRequest
 
     recalled = engine.recall(RecallRequest(agent_id="a", query="fact"))
     report = engine.check_update()

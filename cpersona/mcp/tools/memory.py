@@ -33,8 +33,8 @@ from cpersona.mcp.tools.schemas import (
     WriteChannel,
     WriteProject,
 )
-from cpersona.retrieval.pipeline import RecallRequest
 from cpersona.service.engine import Engine
+from cpersona.service.requests import RecallRequest
 
 #: Fields of the legacy `message` object and the flat arguments they map to.
 MESSAGE_FIELDS = ("content", "id", "source", "timestamp", "metadata")

@@ -17,10 +17,10 @@ from cpersona.calibration.precision import METHODS
 from cpersona.mcp.registry import CALIBRATE, OVERWRITE, READ, WRITE, add_tools
 from cpersona.mcp.results import call
 from cpersona.mcp.tools.schemas import WHOLE, Agent, JsonObject, Project, RecallLimit, SessionKey
-from cpersona.retrieval.context import MAX_ENTRIES
-from cpersona.retrieval.pipeline import RecallRequest
-from cpersona.retrieval.preview import MAX_REFS
+from cpersona.retrieval.contents import MAX_REFS
+from cpersona.service.conversation import MAX_ENTRIES
 from cpersona.service.engine import Engine
+from cpersona.service.requests import RecallRequest
 
 #: A number argument (integers accepted; booleans are not numbers).
 Number = StrictFloat

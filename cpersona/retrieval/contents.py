@@ -1,18 +1,9 @@
-"""Preview tier and response budgets of recall and get_contents.
+"""get_contents: the full text of the rows a recall answered as previews (service/answers.py),
+by ref, owned by the asking agent.
 
-Recall over MCP returns PREVIEWS: a row with a `ref` whose content is longer than
-CPERSONA_RECALL_PREVIEW_CHARS (default 500; 0 = off) is cut to a pure prefix (no ellipsis)
-and marked `content_truncated: true`, `content_len: <full length>`. Rows without a ref
-(profiles, echoed conversation) are never cut. `get_contents(refs)` expands refs.
-
-`full_content=true` returns whole rows within `RECALL_BUDGET` characters, spent from the
-BEST row (the last one) backwards: the best row is always whole; once a row would push the
-total past the budget, it and every weaker row fall back to previews, and the response
-says so with `full_content_budget_chars`.
-
-`get_contents` never cuts a row: it returns whole items until the next one would exceed
-`CONTENTS_BUDGET` (the first is always returned) and lists that ref and every later one in
-`deferred`, with a note saying to ask for them again.
+It never cuts a row: it returns whole items until the next one would exceed `CONTENTS_BUDGET`
+(the first is always returned) and lists that ref and every later one in `deferred`, with a
+note saying to ask for them again.
 """
 
 from __future__ import annotations
@@ -24,41 +15,9 @@ from cpersona.retrieval.retrievers import episode_candidate
 from cpersona.storage import Session
 from cpersona.util.jsonutil import loads_or_empty
 
-RECALL_BUDGET = 200_000
 CONTENTS_BUDGET = 40_000
 MAX_REFS = 20
 MAX_REF_CHARS = 64
-
-
-def trim(msg: dict[str, Any], chars: int) -> dict[str, Any]:
-    """The preview of one message (a copy; unchanged when it has no ref or is short)."""
-    content = msg.get("content", "")
-    if chars <= 0 or not msg.get("ref") or len(content) <= chars:
-        return msg
-    return {**msg, "content": content[:chars], "content_truncated": True, "content_len": len(content)}
-
-
-def shape_recall(response: dict[str, Any], preview_chars: int, full_content: bool = False) -> dict[str, Any]:
-    """Apply the preview tier (or the full-content budget) to a recall response."""
-    messages = response.get("messages") or []
-    if preview_chars <= 0:
-        return response
-    if not full_content:
-        return {**response, "messages": [trim(m, preview_chars) for m in messages]}
-    shaped = list(messages)
-    total = 0
-    exceeded = False
-    for i in range(len(shaped) - 1, -1, -1):
-        size = len(shaped[i].get("content", ""))
-        if not exceeded and (i == len(shaped) - 1 or total + size <= RECALL_BUDGET):
-            total += size
-            continue
-        exceeded = True
-        shaped[i] = trim(shaped[i], preview_chars)
-    out = {**response, "messages": shaped}
-    if exceeded:
-        out["full_content_budget_chars"] = RECALL_BUDGET
-    return out
 
 
 def parse_refs(refs: Any) -> list[str]:

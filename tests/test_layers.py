@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1] / "cpersona"
 RANK = {
     "": 0, "errors": 0, "util": 0, "config": 1, "storage": 2, "embedding": 3, "index": 3, "policy": 3,
     "retrieval": 4, "portable": 4, "calibration": 5, "jobs": 5, "updates": 5, "health": 6, "service": 7, "mcp": 8,
+    "host": 8,
     "cli": 9, "devtools": 9, "__main__": 10, "checkup": 10,
 }
 MAX_LINES = 400

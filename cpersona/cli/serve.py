@@ -64,6 +64,7 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     """Run the MCP server until the client disconnects (stdio) or Ctrl-C. Returns 0.
     Access (tokens, ACL file, Host/Origin rules) is checked before the database is opened;
     the once-per-start update check runs in the background."""
+    from cpersona.host.local import start_endpoint
     from cpersona.mcp.hints import query_hint
     from cpersona.mcp.http_app import build_http_app, listen, serve_http
     from cpersona.mcp.security import Security
@@ -80,8 +81,10 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
         if listener is not None:
             listener.close()
         raise
+    endpoint = None
     try:
         engine.updates.start()
+        endpoint = start_endpoint(settings, engine)  # hooks and CLI of this user: docs/memory-without-asking.md
         app = build_server(engine, settings.log_level, security.guard(settings))
         if settings.transport == "stdio":
             _stop_on_interrupt(engine)  # before the startup line: a Ctrl-C right after it is handled
@@ -98,6 +101,8 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        if endpoint is not None:
+            endpoint.close()
         engine.close()
         if listener is not None:
             listener.close()

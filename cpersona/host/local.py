@@ -1,0 +1,111 @@
+"""Answering local requests (host/operations.py) in the two places they are answered:
+
+* in a running server: `start_endpoint(settings, engine)` serves them on the local channel
+  of its database once its embedding model is ready (host/endpoint.py);
+* in the asking process when no server runs: `answer_here(op, args)` opens the database
+  keyword-only — no embedding model is loaded, so it answers in well under a second — runs
+  the same operation and closes it. Rows it stores have no vector yet: the next server
+  started on the file queues their embedding (jobs/task_queue.py sweeps rows without one).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from cpersona.config import Settings
+from cpersona.host import READ_EVENTS, operations
+from cpersona.host.claude_code import HostContext
+from cpersona.host.endpoint import LocalEndpoint
+from cpersona.policy.projects import OperatingContext
+from cpersona.service.context_block import recall_request
+from cpersona.service.engine import Engine
+from cpersona.util import local_channel
+from cpersona.util.places import db_target
+
+log = logging.getLogger(__name__)
+#: Seconds the endpoint waits for the server's model before answering without it.
+MODEL_WAIT_S = 300.0
+#: The agent of the warm-up recall (no rows: nothing is bumped or written).
+WARM_UP_AGENT = "cpersona:warm-up"
+
+
+def host_context(settings: Settings, engine: Engine) -> HostContext:
+    return HostContext(engine, settings, db_target(settings.db_url, settings.db_path).key,
+                       OperatingContext.from_settings(settings))
+
+
+def _warm(engine: Engine) -> None:
+    """Wait for the server's embedding model, then run one recall (of an agent with no rows:
+    it writes nothing) so the first hook does not pay for what a process's first recall loads
+    (the word prior's vocabulary: retrieval/word_prior.py)."""
+    wait = getattr(engine.embedder, "wait_ready", None)
+    if wait is not None:
+        wait(MODEL_WAIT_S)
+    try:
+        engine.recall(recall_request(WARM_UP_AGENT, "warm up the recall path", 1, None))
+    except Exception:  # the endpoint still serves; the first request pays instead
+        log.exception("warming the recall path for the local endpoint failed")
+
+
+def start_endpoint(settings: Settings, engine: Engine) -> LocalEndpoint | None:
+    """Serve local requests for `engine`'s database (None when CPERSONA_LOCAL_ENDPOINT is off).
+    Returns at once; the endpoint is claimed in the background (LocalEndpoint.start)."""
+    if not settings.local_endpoint:
+        return None
+    ctx = host_context(settings, engine)
+    endpoint = LocalEndpoint(ctx.db_key, lambda op, args: operations.run(ctx, op, args),
+                             wait_ready=lambda: _warm(engine))
+    endpoint.start()
+    return endpoint
+
+
+def _reads_only(op: str, args: dict[str, Any]) -> bool:
+    """A context request or a hook that only reads (the CLI's read commands check the file first)."""
+    return op == "context" or (op == "hook" and args.get("event") in READ_EVENTS)
+
+
+def answer_here(op: str, args: dict[str, Any], settings: Settings | None = None,
+                engine: Engine | None = None) -> dict[str, Any]:
+    """Answer one request in this process (module doc). `engine`: one the caller opened (kept
+    open); default a keyword-only engine opened and closed here. A read of a database file that
+    does not exist answers what an empty one would, without creating it."""
+    settings = settings or Settings.from_env()
+    if engine is None and _reads_only(op, args) and not settings.db_url and settings.db_file is not None \
+            and not settings.db_file.exists():
+        return {"ok": True, "output": "", "note": f"no database at {settings.db_file} yet", "text": "", "rows": 0}
+    own = engine is None
+    engine = engine or keyword_engine(settings)
+    try:
+        return operations.run(host_context(settings, engine), op, args)
+    finally:
+        if own:
+            engine.close()
+
+
+def keyword_engine(settings: Settings) -> Engine:
+    """An engine without an embedding backend, background work or model authority."""
+    return Engine(settings, embedder=None, start_background=False, model_authority=False)
+
+
+#: Who answered a request, as `ask` reports it.
+BY_SERVER = "the running server"
+BY_KEYWORDS = "this process, keyword only (no server is running for this database)"
+BY_MODEL = "this process, with the embedding model (no server is running for this database)"
+
+
+def ask(settings: Settings, op: str, args: dict[str, Any], timeout: float,
+        engine_factory: Callable[[], Engine] | None = None) -> tuple[dict[str, Any], str]:
+    """(answer, who answered): the server running for the database when there is one, else
+    this process — keyword only, or on the engine `engine_factory` opens (closed here).
+    Raises ChannelError / TimeoutError when a server took the request and did not answer."""
+    answer = local_channel.ask_server(db_target(settings.db_url, settings.db_path).key, op, args, timeout)
+    if answer is not None:
+        return answer, BY_SERVER
+    engine = engine_factory() if engine_factory is not None else None
+    try:
+        return answer_here(op, args, settings, engine), BY_KEYWORDS if engine is None else BY_MODEL
+    finally:
+        if engine is not None:
+            engine.close()

@@ -158,6 +158,8 @@ def _capture(event: str, final: bool, archive: bool) -> Callable[[HostContext, M
             return HookAnswer(note=f"{event}: capture off (CPERSONA_HOOKS_CAPTURE=false)")
         session = _session(ctx, data, agent_id)
         transcript = os.path.abspath(_text(data, "transcript_path"))
+        if not os.path.isfile(transcript):
+            raise InvalidArgument("transcript_path", f"is not a readable file: {transcript}")
         where = capture_state.state_file(ctx.db_key, session.session_id)
         with capture_state.locked(where):
             state = capture_state.load(where, transcript)

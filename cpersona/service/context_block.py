@@ -161,8 +161,8 @@ def session_block(tools: MemoryTools, agent_id: str, project_id: str, topic: str
                   skip: Callable[[Mapping[str, Any]], bool] = lambda _row: False) -> Block:
     """The block for the start of a session: the agent's profile, its latest episodes, the
     memories recall finds for `topic` (the project's name, the folder's name) and the newest
-    memories of the project, within `budget` tokens (in that priority). Rows for which
-    `skip(row)` is true (the session's own turns) are left out of the newest rows."""
+    memories of the project, within `budget` tokens (in that priority). Memories for which
+    `skip(row)` is true (the session's own turns) are left out."""
     if budget <= 0:
         return EMPTY
     scope = project_id or None
@@ -171,7 +171,7 @@ def session_block(tools: MemoryTools, agent_id: str, project_id: str, topic: str
     related: list[Mapping[str, Any]] = []
     if topic.strip():
         answer = tools.recall(recall_request(agent_id, topic, RELATED_ROWS, scope), verbose=False)
-        related = [m for m in reversed(answer.get("messages", [])) if m.get("ref")]
+        related = [m for m in reversed(answer.get("messages", [])) if m.get("ref") and not skip(m)]
     shown = {str(m["ref"]) for m in related}
     newest = [r for r in tools.list_memories(agent_id, NEWEST_ROWS + len(shown) + 4, scope).get("memories", [])
               if f"mem:{r['id']}" not in shown and not skip(r)][:NEWEST_ROWS]

@@ -86,7 +86,7 @@ def runtime_dir(create: bool = True) -> Path:
 
 def paths(key: str, folder: Path) -> tuple[Path, Path]:
     """(socket, lock file) of the database named by `key` in `folder`."""
-    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
     sock = folder / f"{digest}.sock"
     if len(os.fsencode(sock)) > MAX_SOCKET_PATH:
         raise ChannelUnavailable(f"socket path {sock} is longer than {MAX_SOCKET_PATH} bytes")

@@ -42,5 +42,5 @@ def test_a_url_is_named_without_its_password():
 def test_an_unreadable_settings_file_is_an_error_naming_it(tmp_path):
     bad = tmp_path / "config.toml"
     bad.write_text("db_path = [", encoding="utf-8")
-    with pytest.raises(ValueError, match="config.toml"):
+    with pytest.raises(ValueError, match=r"config\.toml"):
         resolve_db_target({"CPERSONA_CONFIG_FILE": str(bad)})

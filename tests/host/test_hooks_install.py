@@ -5,8 +5,14 @@ and end to end: every command written into a settings file run exactly as writte
 from __future__ import annotations
 
 import json
+import os
+import re
+import select
+import shlex
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -181,3 +187,47 @@ def test_codex_and_agents_md_get_the_snippet(tmp_path):
     proc = subprocess.run([*cpersona(), "hooks", "install", "--host", "agents-md", "--scope", "user"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 2 and "--scope project" in proc.stderr
+
+
+@pytest.mark.skipif(not os.environ.get("CPERSONA_TEST_CLAUDE") or not shutil.which("script"),
+                    reason="set CPERSONA_TEST_CLAUDE to a `claude` binary (npm i @anthropic-ai/claude-code) to run")
+def test_claude_codes_own_settings_check_accepts_the_installed_files(tmp_path):
+    """`claude doctor` lists every settings file it cannot accept under "Invalid settings"
+    (user: $CLAUDE_CONFIG_DIR/settings.json, project and local in the working directory).
+    It needs a terminal: run under `script`. A broken copy shows the check is really made."""
+    claude = os.environ["CPERSONA_TEST_CLAUDE"]
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    env = clean_env(HOME=str(home), CLAUDE_CONFIG_DIR=str(tmp_path / "claude"), XDG_STATE_HOME=str(tmp_path / "s"),
+                    DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    (tmp_path / "claude").mkdir()
+    (tmp_path / "claude" / "settings.json").write_text(json.dumps(THEIRS), encoding="utf-8")
+    for scope in ("user", "project", "local"):
+        proc = subprocess.run([*cpersona(), "hooks", "install", "--scope", scope], capture_output=True, text=True,
+                              env=env, cwd=project, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+
+    def doctor() -> str:
+        """The report of `claude doctor` up to its "Enter to close" prompt (then it is stopped)."""
+        proc = subprocess.Popen(["script", "-qc", f"{shlex.quote(claude)} doctor", "/dev/null"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=project)
+        seen, deadline = b"", time.monotonic() + 120
+        try:
+            while b"Entertoclose" not in seen and time.monotonic() < deadline:
+                if select.select([proc.stdout], [], [], 1.0)[0]:
+                    chunk = os.read(proc.stdout.fileno(), 65536)
+                    if not chunk:
+                        break
+                    seen = re.sub(rb"\x1b\[[0-9;?]*[a-zA-Z]|\s", b"", seen + chunk)
+        finally:
+            proc.kill()
+            proc.wait(30)
+        return seen.decode("utf-8", "replace")
+
+    report = doctor()
+    assert "Diagnostics" in report and "Invalidsettings" not in report
+    local = project / ".claude" / "settings.local.json"
+    broken = json.loads(local.read_text(encoding="utf-8"))
+    broken["hooks"]["Stop"][0]["hooks"][0]["timeout"] = "sixty"
+    local.write_text(json.dumps(broken), encoding="utf-8")
+    assert "Invalidsettings" in doctor()

@@ -18,7 +18,6 @@ in a few milliseconds: no pydantic, no numpy) finds the same database as the ser
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +121,8 @@ def _file_values(explicit: str) -> dict[str, str]:
     path = Path(explicit).expanduser() if explicit else default_config_file()
     if not explicit and not path.is_file():
         return {}
+    import tomllib  # only when there is a file: the hook client starts without it
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:

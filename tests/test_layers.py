@@ -3,7 +3,7 @@ only in the storage layer, and no module grows past the size a reader can hold.
 
 The layers, bottom to top (docs/architecture.md):
     errors, util → config → storage → embedding, index, policy → retrieval, portable
-    → calibration, jobs, updates → health → service → mcp → cli, devtools
+    → calibration, jobs, updates → health → service → mcp, host → cli, devtools
 A module may import its own package or a package of a LOWER layer, never a peer or a
 higher one. Imports inside `if TYPE_CHECKING:` are annotations only and do not count for
 the circle check (they never run), but they must still point down or sideways within the

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from cpersona.cli.common import FAILED, OK, add_json_flag, fail, print_json
@@ -25,17 +26,28 @@ from cpersona.config import Settings
 TIMEOUT_S = 60.0
 
 
-def _ask(settings: Settings, op: str, args: dict[str, Any], json_out: bool) -> tuple[dict[str, Any], str] | None:
+def _run(settings: Settings, op: str, request: dict[str, Any], json_out: bool,
+         show: Callable[[dict[str, Any]], int]) -> int:
+    """Ask for `op` (module doc), then print the answer as JSON or with `show` (its status)."""
     from cpersona.host.local import ask
 
     try:
-        answer, who = ask(settings, op, args, TIMEOUT_S)
+        answer, who = ask(settings, op, request, TIMEOUT_S)
     except (OSError, TimeoutError) as err:
-        fail(f"the running server did not answer: {err}")
-        return None
-    if not json_out:
-        print(f"cpersona: answered by {who}", file=sys.stderr)
-    return answer, who
+        return fail(f"the running server did not answer: {err}")
+    if not answer.get("ok"):
+        return fail(str(answer.get("error")))
+    if json_out:
+        print_json({**answer, "answered_by": who})
+        return OK
+    print(f"cpersona: answered by {who}", file=sys.stderr)
+    return show(answer)
+
+
+def _print_block(answer: dict[str, Any]) -> int:
+    if answer.get("text"):
+        print(answer["text"])
+    return OK
 
 
 def context_command(settings: Settings, args: argparse.Namespace) -> int:
@@ -43,37 +55,21 @@ def context_command(settings: Settings, args: argparse.Namespace) -> int:
     for key in ("budget", "agent", "project"):
         if getattr(args, key) is not None:
             request[key] = getattr(args, key)
-    asked = _ask(settings, "context", request, args.json)
-    if asked is None:
-        return FAILED
-    answer, who = asked
-    if not answer.get("ok"):
-        return fail(str(answer.get("error")))
-    if args.json:
-        print_json({**answer, "answered_by": who})
-    elif answer.get("text"):
-        print(answer["text"])
-    return OK
+    return _run(settings, "context", request, args.json, _print_block)
 
 
 def forget_command(settings: Settings, args: argparse.Namespace) -> int:
+    def show(answer: dict[str, Any]) -> int:
+        print(f"deleted {answer['deleted_memories']} memories and {answer['deleted_episodes']} episodes of session "
+              f"{args.session}")
+        if answer.get("kept"):
+            print(f"kept (locked: unlock them first): {', '.join(answer['kept'])}")
+        if answer.get("paused"):
+            return fail("persistence is paused: nothing more was deleted (resume_persistence, then run it again)")
+        return FAILED if answer.get("kept") else OK
+
     request: dict[str, Any] = {"session": args.session, **({"agent": args.agent} if args.agent else {})}
-    asked = _ask(settings, "forget", request, args.json)
-    if asked is None:
-        return FAILED
-    answer, who = asked
-    if not answer.get("ok"):
-        return fail(str(answer.get("error")))
-    if args.json:
-        print_json({**answer, "answered_by": who})
-        return OK
-    print(f"deleted {answer['deleted_memories']} memories and {answer['deleted_episodes']} episodes of session "
-          f"{args.session}")
-    if answer.get("kept"):
-        print(f"kept (locked: unlock them first): {', '.join(answer['kept'])}")
-    if answer.get("paused"):
-        return fail("persistence is paused: nothing more was deleted (resume_persistence, then run it again)")
-    return FAILED if answer.get("kept") else OK
+    return _run(settings, "forget", request, args.json, show)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

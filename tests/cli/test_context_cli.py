@@ -18,10 +18,9 @@ from conftest import clean_env, new_engine
 
 @pytest.fixture
 def cli(cli_db, capsys):
+    """`cpersona ARGS` in-process on cli_db: (status, stdout, stderr); `cli.db` is the file."""
     def run(*args):
-        status = main(list(args))
-        out = capsys.readouterr()
-        return status, out.out, out.err
+        return main(list(args)), *capsys.readouterr()
 
     run.db = cli_db
     return run

@@ -49,14 +49,11 @@ class LocalEndpoint:
     Args:
         key: the database's `DbTarget.key` ('' = a database in RAM: no endpoint).
         handle: answers one request: handle(op, args) -> answer (never raises for a bad request).
-        wait_ready: called on the background thread before the endpoint is claimed (the
-            server waits for its embedding model, so a hook never waits for a model load).
     """
 
-    def __init__(self, key: str, handle: Handler, wait_ready: Callable[[], object] = lambda: None) -> None:
+    def __init__(self, key: str, handle: Handler) -> None:
         self.key = key
         self.handle = handle
-        self.wait_ready = wait_ready
         self.owner = False
         self.why_not = ""
         self._stop = threading.Event()
@@ -77,9 +74,6 @@ class LocalEndpoint:
 
     def _run(self) -> None:
         try:
-            self.wait_ready()
-            if self._stop.is_set():
-                return
             folder = local_channel.runtime_dir(create=True)
             sock_path, lock_path = local_channel.paths(self.key, folder)
         except OSError as err:
@@ -157,6 +151,10 @@ class LocalEndpoint:
                     conn.sendall(local_channel.encode(answer))
         finally:
             self._slots.release()
+
+    @property
+    def closed(self) -> bool:
+        return self._stop.is_set()
 
     def close(self) -> None:
         """Stop answering and release the endpoint (the socket file removed when it is still

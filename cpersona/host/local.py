@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 MODEL_WAIT_S = 300.0
 #: The agent of the warm-up recall (no rows: nothing is bumped or written).
 WARM_UP_AGENT = "cpersona:warm-up"
+#: The answer to a recall while the server's model loads (local_channel.ask_server: the asker
+#: then answers itself).
+NOT_READY = {"ok": False, "not_ready": True, "error": "the server is still loading its embedding model"}
 
 
 def host_context(settings: Settings, engine: Engine) -> HostContext:
@@ -36,28 +40,41 @@ def host_context(settings: Settings, engine: Engine) -> HostContext:
                        OperatingContext.from_settings(settings))
 
 
-def _warm(engine: Engine) -> None:
+def _warm(engine: Engine, ready: threading.Event, endpoint: LocalEndpoint) -> None:
     """Wait for the server's embedding model, then run one recall (of an agent with no rows:
     it writes nothing) so the first hook does not pay for what a process's first recall loads
-    (the word prior's vocabulary: retrieval/word_prior.py)."""
+    (the word prior's vocabulary: retrieval/word_prior.py); then let recalls in."""
     wait = getattr(engine.embedder, "wait_ready", None)
     if wait is not None:
         wait(MODEL_WAIT_S)
     try:
-        engine.recall(recall_request(WARM_UP_AGENT, "warm up the recall path", 1, None))
+        if not endpoint.closed:
+            engine.recall(recall_request(WARM_UP_AGENT, "warm up the recall path", 1, None))
     except Exception:  # the endpoint still serves; the first request pays instead
         log.exception("warming the recall path for the local endpoint failed")
+    ready.set()
 
 
 def start_endpoint(settings: Settings, engine: Engine) -> LocalEndpoint | None:
     """Serve local requests for `engine`'s database (None when CPERSONA_LOCAL_ENDPOINT is off).
-    Returns at once; the endpoint is claimed in the background (LocalEndpoint.start)."""
+    Returns at once; the endpoint is claimed in the background (LocalEndpoint.start). Until the
+    server's model is loaded and its recall path warm, a request that recalls is answered
+    NOT_READY (the asker answers it itself, keyword only); stores and listings are served at
+    once (a store waits for the model as the tool does, then its row is embedded by the queue)."""
     if not settings.local_endpoint:
         return None
     ctx = host_context(settings, engine)
-    endpoint = LocalEndpoint(ctx.db_key, lambda op, args: operations.run(ctx, op, args),
-                             wait_ready=lambda: _warm(engine))
+    ready = threading.Event()
+
+    def handle(op: str, args: dict[str, Any]) -> dict[str, Any]:
+        if not ready.is_set() and (op == "recall" or _reads_only(op, args)):
+            return NOT_READY
+        return operations.run(ctx, op, args)
+
+    endpoint = LocalEndpoint(ctx.db_key, handle)
     endpoint.start()
+    threading.Thread(target=_warm, args=(engine, ready, endpoint), name="cpersona-endpoint-warm-up",
+                     daemon=True).start()
     return endpoint
 
 

@@ -175,11 +175,13 @@ def call(key: str, op: str, args: dict[str, Any], timeout: float) -> dict[str, A
 
 
 def ask_server(key: str, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any] | None:
-    """`call`, with None also when this platform or user has no channel (the caller then
-    answers in its own process). Raises ChannelError or TimeoutError as `call` does."""
+    """`call`, with None also when this platform or user has no channel, or the server says
+    it is not ready for this request yet (`not_ready`: its model is loading) — the caller then
+    answers in its own process. Raises ChannelError or TimeoutError as `call` does."""
     if not key:
         return None
     try:
-        return call(key, op, args, timeout)
+        answer = call(key, op, args, timeout)
     except ChannelUnavailable:
         return None
+    return None if answer is not None and answer.get("not_ready") else answer

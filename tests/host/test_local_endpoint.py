@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -183,3 +184,30 @@ def test_hooks_use_a_running_server_and_answer_alone_once_it_is_killed(tmp_path)
     cold = run_hook("UserPromptSubmit", ask, env, tmp_path)
     assert cold.returncode == 0 and "Aiko Suzuki" in cold.stdout  # answered in the hook's own process
     assert "this process (keyword only)" in last_log_line(state) and not sock.exists()
+
+
+def test_recalls_wait_for_the_servers_model_stores_do_not(runtime, make_engine, monkeypatch):
+    """Until the server's model is loaded (and its recall path warm) a recall is answered
+    not_ready — the asker answers it itself — while other requests are served at once."""
+    from cpersona.host import local
+
+    loaded = threading.Event()
+
+    def slow_warm(engine, ready, endpoint):
+        loaded.wait(PATIENCE)
+        ready.set()
+
+    monkeypatch.setattr(local, "_warm", slow_warm)
+    engine = make_engine()
+    endpoint = local.start_endpoint(engine.settings, engine)
+    try:
+        key = db_target(engine.settings.db_url, engine.settings.db_path).key
+        eventually(lambda: endpoint.owner, "claimed")
+        assert local_channel.call(key, "context", {"query": "deploys"}, 5.0)["not_ready"] is True
+        assert local_channel.ask_server(key, "context", {"query": "deploys"}, 5.0) is None
+        assert local_channel.ask_server(key, "stats", {}, 5.0)["agents"] == []
+        loaded.set()
+        eventually(lambda: local_channel.ask_server(key, "context", {"query": "deploys"}, PATIENCE), "recalls served")
+    finally:
+        loaded.set()
+        endpoint.close()

@@ -108,7 +108,8 @@ class HookRunner:
         session = str(uuid.UUID(int=self.n))
         transcript = self.workdir / f"t-{self.n}.jsonl"
         start = (self.n * TURNS_PER_SESSION) % max(1, len(self.texts) - TURNS_PER_SESSION)
-        write_transcript(transcript, self.texts[start:start + TURNS_PER_SESSION], session)
+        turns = [f"{text} (run {self.n})" for text in self.texts[start:start + TURNS_PER_SESSION]]
+        write_transcript(transcript, turns, session)  # new texts each run: every turn is stored
         data = {"session_id": session, "transcript_path": str(transcript), "cwd": str(self.workdir),
                 "hook_event_name": event}
         extra = {"SessionStart": {"source": "startup"}, "PreCompact": {"trigger": "auto"},

@@ -8,7 +8,7 @@ memories recall's gate passes for it, best last; without, the session-start bloc
 latest episodes, the project's memories) — nothing when nothing relates. `forget` deletes the
 memories and the episode the hooks stored for a session (service/capture.py). Both ask the
 server running for the database (the local endpoint) and otherwise answer in this process,
-keyword only; stderr (or `answered_by` in --json) says which.
+keyword only; stderr (`answered_by` in --json) says which — stdout holds only the block.
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ service's answers as they are (per agent, worst → best, as the tool returns th
 from __future__ import annotations
 
 import argparse
-import sys
 from functools import partial
 from typing import Any
 
@@ -67,7 +66,6 @@ def _read(settings: Settings, op: str, request: dict[str, Any], json_out: bool, 
         return fail(f"the running server did not answer: {err}", USAGE)
     if answer.get("ok") is False:
         return fail(str(answer.get("error")), USAGE)
-    print(f"cpersona: answered by {who}", file=sys.stderr)
     return answer, who
 
 
@@ -103,6 +101,7 @@ def stats_command(settings: Settings, args: argparse.Namespace) -> int:
     db.add_row("embedding backend", st["embedding_backend"])
     db.add_row("stored vectors", _vectors_line(st))
     db.add_row("task queue", f"{queue['pending']} pending, {queue['failed']} failed, {queue['retries']} retries")
+    db.add_row("answered by", who)
     out = console()
     out.print(db)
     out.print(_agents_table(st["agents"]) if st["agents"] else "no memories yet")
@@ -171,6 +170,7 @@ def list_command(settings: Settings, args: argparse.Namespace) -> int:
     out.print(rows if res[kind] else f"no {kind}")
     if res.get("next_cursor"):
         out.print(f"[dim]more: --cursor '{res['next_cursor']}'[/dim]")
+    out.print(f"[dim]answered by {who}[/dim]")
     return OK
 
 
@@ -194,6 +194,7 @@ def recall_command(settings: Settings, args: argparse.Namespace) -> int:
         return OK
     _print_recall(args.text, answers, found["mismatch"], args.deep)
     _print_keyword_only(found["without_vector"])
+    console().print(f"[dim]answered by {who}[/dim]")
     return OK
 
 

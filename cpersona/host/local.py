@@ -108,8 +108,12 @@ def keyword_engine(settings: Settings) -> Engine:
 
 #: Who answered a request, as `ask` reports it.
 BY_SERVER = "the running server"
-BY_KEYWORDS = "this process, keyword only (no server is running for this database)"
-BY_MODEL = "this process, with the embedding model (no server is running for this database)"
+
+
+def by_here(engine: Engine | None) -> str:
+    """Who answered in this process: keyword only when it had no embedding backend."""
+    keywords = ", keyword only" if engine is None or engine.embedder is None else ""
+    return f"this process{keywords} (no server is running for this database)"
 
 
 def ask(settings: Settings, op: str, args: dict[str, Any], timeout: float,
@@ -122,7 +126,7 @@ def ask(settings: Settings, op: str, args: dict[str, Any], timeout: float,
         return answer, BY_SERVER
     engine = engine_factory() if engine_factory is not None else None
     try:
-        return answer_here(op, args, settings, engine), BY_KEYWORDS if engine is None else BY_MODEL
+        return answer_here(op, args, settings, engine), by_here(engine)
     finally:
         if engine is not None:
             engine.close()

@@ -57,6 +57,7 @@ EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"
 TURNS_PER_SESSION = 10
 PROMPT_P95_TARGET_MS = 300.0
 _REF = re.compile(r"\[mem:(\d+)")
+_TOOK = re.compile(r", (\d+) ms\)$")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -118,7 +119,9 @@ class HookRunner:
         return {**data, **extra[event]}
 
     def run(self, event: str, runs: int) -> dict[str, Any]:
-        times, printed = [], 0
+        """Wall ms per hook command, and `inside`: the ms its own log line reports (from its
+        `main` to its answer: without the interpreter's start and the imports)."""
+        times, inside, printed = [], [], 0
         for _ in range(runs):
             stdin = json.dumps(self.data(event))
             started = time.perf_counter()
@@ -128,7 +131,20 @@ class HookRunner:
             if proc.returncode != 0:
                 raise RuntimeError(f"hook {event} exited {proc.returncode}: {proc.stderr[-500:]}")
             printed += bool(proc.stdout.strip())
-        return {**common.latency_summary(times), "printed": printed}
+            took = _TOOK.search(last_log_lines(Path(self.env["XDG_STATE_HOME"]), 1)[-1])
+            if took:
+                inside.append(float(took.group(1)))
+        return {**common.latency_summary(times), "inside": common.latency_summary(inside), "printed": printed}
+
+
+def interpreter_floor(runs: int) -> dict[str, float]:
+    """Wall ms of `python -c pass` with this interpreter: what any Python hook costs at least."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append((time.perf_counter() - started) * 1000)
+    return common.latency_summary(times)
 
 
 def last_log_lines(state: Path, n: int) -> list[str]:
@@ -171,7 +187,7 @@ async def latency_size(n: int, args, url: str, workdir: Path, env: dict[str, str
     db = workdir / f"hooks-{n}.db"
     latency.import_corpus(memories, workdir / f"corpus-{n}.jsonl", db)
     runner = HookRunner(env, workdir, [m["text"] for m in data.memories], [q["query"] for q in data.queries])
-    row: dict[str, Any] = {"size": n, "warm": {}, "cold": {}}
+    row: dict[str, Any] = {"size": n, "warm": {}, "cold": {}, "python_c_pass": interpreter_floor(args.runs)}
     server = await server_for(db, args, url, workdir, env, [AGENT])
     try:
         runner.run("UserPromptSubmit", 3)  # unmeasured: the page cache, the server's first requests
@@ -254,9 +270,15 @@ async def run(args, workdir: Path) -> dict[str, Any]:
 
 def report(result: dict[str, Any]) -> None:
     for row in result["sizes"]:
-        print(f"\nhooks at {row['size']} rows (ms per hook command, wall: interpreter start to exit)")
-        common.print_table(["event", "warm p50", "warm p95", "cold p50", "cold p95", "printed (warm)"],
+        floor = row["python_c_pass"]
+        print(f"\nhooks at {row['size']} rows: ms per hook command, wall from start to exit (inside = the hook's own "
+              f"log: without interpreter start and imports; `python -c pass` here: p50 {common.ms(floor.get('p50_ms'))}"
+              f", p95 {common.ms(floor.get('p95_ms'))})")
+        common.print_table(["event", "warm p50", "warm p95", "inside p50", "inside p95", "cold p50", "cold p95",
+                            "printed"],
                            [[e, common.ms(row["warm"][e].get("p50_ms")), common.ms(row["warm"][e].get("p95_ms")),
+                             common.ms(row["warm"][e]["inside"].get("p50_ms")),
+                             common.ms(row["warm"][e]["inside"].get("p95_ms")),
                              common.ms(row["cold"][e].get("p50_ms")), common.ms(row["cold"][e].get("p95_ms")),
                              f"{row['warm'][e].get('printed', 0)}/{row['warm'][e].get('n', 0)}"] for e in EVENTS])
         if row["size"] == 10_000:

@@ -25,6 +25,7 @@ from cpersona.errors import ConfigError
 from cpersona.mcp.pipes import release_all
 
 if TYPE_CHECKING:
+    from cpersona.host.endpoint import LocalEndpoint
     from cpersona.service.engine import Engine
 
 #: How long a thread may hold Python's GIL while another waits for it (CPython's default is
@@ -87,7 +88,7 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
         endpoint = start_endpoint(settings, engine)  # hooks and CLI of this user: docs/memory-without-asking.md
         app = build_server(engine, settings.log_level, security.guard(settings))
         if settings.transport == "stdio":
-            _stop_on_interrupt(engine)  # before the startup line: a Ctrl-C right after it is handled
+            _stop_on_interrupt(engine, endpoint)  # before the startup line: a Ctrl-C right after it is handled
         print(startup_line(settings, engine), file=sys.stderr, flush=True)
         for note in unknown_variables():
             print(f"cpersona: warning: {note}", file=sys.stderr, flush=True)
@@ -109,17 +110,23 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     return 0
 
 
-def _stop_on_interrupt(engine: Engine) -> None:
+def _stop_on_interrupt(engine: Engine, endpoint: LocalEndpoint | None = None) -> None:
     """Ctrl-C or SIGTERM (how hosts stop a server) on stdio: close the engine (bounded) and
     exit 0 at once. The SDK reads stdin in a worker thread that a signal cannot interrupt, so
     the usual KeyboardInterrupt would leave the process waiting for the next line of input;
     SIGTERM's default would end it without closing — an embedding worker stopped by SIGSTOP
-    then stayed behind. A second signal kills at once."""
+    then stayed behind. A second signal kills at once. The local endpoint (if any) stops first:
+    no request of it runs while the engine closes."""
 
     def stop(signum: int, frame: object) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
-        closer = threading.Thread(target=engine.close, name="cpersona-close", daemon=True)
+        def close() -> None:
+            if endpoint is not None:
+                endpoint.close()
+            engine.close()
+
+        closer = threading.Thread(target=close, name="cpersona-close", daemon=True)
         closer.start()
         closer.join(CLOSE_TIMEOUT_SECS)
         release_all()  # stdin / stdout as the host gave them (os._exit skips the transport's own cleanup)

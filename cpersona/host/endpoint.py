@@ -23,6 +23,7 @@ import os
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ BACKLOG = 32
 TAKEOVER_POLL_S = 2.0
 #: Seconds a connection may take to send its request.
 REQUEST_TIMEOUT_S = 10.0
+#: Seconds `close` waits for requests in flight (and other work `spawn`ed) to finish: the
+#: engine is closed after it, and must not be closed under a running request.
+CLOSE_WAIT_S = 30.0
 
 Handler = Callable[[str, dict[str, Any]], dict[str, Any]]
 
@@ -62,6 +66,8 @@ class LocalEndpoint:
         self._lock_fd: int | None = None
         self._bound: tuple[Path, int] | None = None  # (socket path, inode) this process created
         self._thread: threading.Thread | None = None
+        self._workers: set[threading.Thread] = set()
+        self._workers_lock = threading.Lock()
 
     def start(self) -> None:
         """Claim the endpoint in a background thread (returns at once)."""
@@ -71,6 +77,20 @@ class LocalEndpoint:
             return
         self._thread = threading.Thread(target=self._run, name="cpersona-local-endpoint", daemon=True)
         self._thread.start()
+
+    def spawn(self, target: Callable[..., object], *args: object, name: str = "cpersona-local-request") -> None:
+        """Run target(*args) on a daemon thread that `close` waits for (requests, warm-up)."""
+        def run() -> None:
+            try:
+                target(*args)
+            finally:
+                with self._workers_lock:
+                    self._workers.discard(threading.current_thread())
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        with self._workers_lock:
+            self._workers.add(thread)
+        thread.start()
 
     def _run(self) -> None:
         try:
@@ -128,7 +148,7 @@ class LocalEndpoint:
             except OSError:
                 break  # closed by close()
             self._slots.acquire()
-            threading.Thread(target=self._answer, args=(conn,), name="cpersona-local-request", daemon=True).start()
+            self.spawn(self._answer, conn)
 
     def _answer(self, conn: socket.socket) -> None:
         try:
@@ -157,14 +177,21 @@ class LocalEndpoint:
         return self._stop.is_set()
 
     def close(self) -> None:
-        """Stop answering and release the endpoint (the socket file removed when it is still
-        the one this process created). Idempotent."""
+        """Stop answering, wait up to CLOSE_WAIT_S for the requests in flight, and release the
+        endpoint (the socket file removed when it is still the one this process created).
+        Idempotent."""
         self._stop.set()
         listener, self._listener = self._listener, None
         if listener is not None:
             with contextlib.suppress(OSError):
                 listener.shutdown(socket.SHUT_RDWR)
             listener.close()
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        with self._workers_lock:
+            workers = list(self._workers)
+        for worker in workers:
+            if worker is not threading.current_thread():
+                worker.join(max(0.0, deadline - time.monotonic()))
         if self._bound is not None:
             path, inode = self._bound
             with contextlib.suppress(OSError):

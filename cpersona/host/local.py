@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +27,9 @@ from cpersona.util import local_channel
 from cpersona.util.places import db_target
 
 log = logging.getLogger(__name__)
-#: Seconds the endpoint waits for the server's model before answering without it.
+#: Seconds the endpoint waits for the server's model before answering without it, in steps.
 MODEL_WAIT_S = 300.0
+WAIT_STEP_S = 0.5
 #: The agent of the warm-up recall (no rows: nothing is bumped or written).
 WARM_UP_AGENT = "cpersona:warm-up"
 #: The answer to a recall while the server's model loads (local_channel.ask_server: the asker
@@ -41,17 +43,21 @@ def host_context(settings: Settings, engine: Engine) -> HostContext:
 
 
 def _warm(engine: Engine, ready: threading.Event, endpoint: LocalEndpoint) -> None:
-    """Wait for the server's embedding model, then run one recall (of an agent with no rows:
+    """With the bundled model (the one a server loads in the background): wait for it (until
+    the endpoint closes, at most MODEL_WAIT_S), then run one recall (of an agent with no rows:
     it writes nothing) so the first hook does not pay for what a process's first recall loads
-    (the word prior's vocabulary: retrieval/word_prior.py); then let recalls in."""
+    (the word prior's vocabulary, which that model shares: retrieval/word_prior.py); then let
+    recalls in. Other backends have nothing to wait for: recalls are let in at once."""
     wait = getattr(engine.embedder, "wait_ready", None)
     if wait is not None:
-        wait(MODEL_WAIT_S)
-    try:
-        if not endpoint.closed:
-            engine.recall(recall_request(WARM_UP_AGENT, "warm up the recall path", 1, None))
-    except Exception:  # the endpoint still serves; the first request pays instead
-        log.exception("warming the recall path for the local endpoint failed")
+        deadline = time.monotonic() + MODEL_WAIT_S
+        while not endpoint.closed and time.monotonic() < deadline and not wait(WAIT_STEP_S):
+            pass
+        try:
+            if not endpoint.closed:
+                engine.recall(recall_request(WARM_UP_AGENT, "warm up the recall path", 1, None))
+        except Exception:  # the endpoint still serves; the first request pays instead
+            log.exception("warming the recall path for the local endpoint failed")
     ready.set()
 
 
@@ -73,8 +79,7 @@ def start_endpoint(settings: Settings, engine: Engine) -> LocalEndpoint | None:
 
     endpoint = LocalEndpoint(ctx.db_key, handle)
     endpoint.start()
-    threading.Thread(target=_warm, args=(engine, ready, endpoint), name="cpersona-endpoint-warm-up",
-                     daemon=True).start()
+    endpoint.spawn(_warm, engine, ready, endpoint, name="cpersona-endpoint-warm-up")
     return endpoint
 
 

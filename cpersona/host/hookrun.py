@@ -21,11 +21,14 @@ import json
 import os
 import sys
 import time
-from typing import Any
 
 from cpersona.host import READ_EVENTS
 from cpersona.util import local_channel
 from cpersona.util.places import resolve_db_target, state_dir
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hook client starts lean)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Seconds the hook waits for the running server's answer, per event (a server that took the
 #: request but did not answer by then: nothing is printed and the hook log says so).

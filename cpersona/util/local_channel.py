@@ -28,11 +28,14 @@ import socket
 import stat
 import warnings
 from pathlib import Path
-from typing import Any
 
 import platformdirs
 
 from cpersona.util.places import APP_NAME
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hook client starts lean)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Largest frame either way, in bytes.
 MAX_FRAME = 32 * 1024 * 1024

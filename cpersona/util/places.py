@@ -18,11 +18,13 @@ in a few milliseconds: no pydantic, no numpy) finds the same database as the ser
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hook client starts lean)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 APP_NAME = "cpersona"
 #: Where the original CPersona kept its database, relative to the working directory.
@@ -55,13 +57,25 @@ def state_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
 
 
-@dataclass(frozen=True)
 class DbTarget:
     """The database one process serves: a PostgreSQL URL, or an absolute SQLite path
-    (`:memory:` for a database in RAM, which no other process can reach)."""
+    (`:memory:` for a database in RAM, which no other process can reach). A value (equal
+    when both fields are); a plain class, not a dataclass: `dataclasses` imports `inspect`,
+    which the hook client would pay for at every prompt."""
 
-    url: str
-    path: str
+    __slots__ = ("path", "url")
+
+    def __init__(self, url: str, path: str) -> None:
+        self.url, self.path = url, path
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DbTarget) and (self.url, self.path) == (other.url, other.path)
+
+    def __hash__(self) -> int:
+        return hash((self.url, self.path))
+
+    def __repr__(self) -> str:
+        return f"DbTarget(url={self.label!r}, path={self.path!r})"
 
     @property
     def key(self) -> str:

@@ -34,8 +34,10 @@ if TYPE_CHECKING:
 #: both want to run Python could wait a whole interval; at 0.5 ms the MCP recall p50 at 10k
 #: rows with the bundled model fell 0.1–1 ms (benchmarks/README.md, latency round 6).
 SWITCH_INTERVAL_S = 0.0005
-#: Seconds Ctrl-C waits for the engine to close (queue stopped, database closed) before exiting.
+#: Seconds Ctrl-C waits for the engine to close (queue stopped, database closed) before exiting,
+#: and, first, for the local endpoint's requests in flight.
 CLOSE_TIMEOUT_SECS = 5.0
+ENDPOINT_WAIT_SECS = 1.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -122,8 +124,8 @@ def _stop_on_interrupt(engine: Engine, endpoint: LocalEndpoint | None = None) ->
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         def close() -> None:
-            if endpoint is not None:
-                endpoint.close()
+            if endpoint is not None:  # briefly: the engine's close makes a request's embedding fail fast
+                endpoint.close(wait_s=ENDPOINT_WAIT_SECS)
             engine.close()
 
         closer = threading.Thread(target=close, name="cpersona-close", daemon=True)

@@ -176,17 +176,17 @@ class LocalEndpoint:
     def closed(self) -> bool:
         return self._stop.is_set()
 
-    def close(self) -> None:
-        """Stop answering, wait up to CLOSE_WAIT_S for the requests in flight, and release the
-        endpoint (the socket file removed when it is still the one this process created).
-        Idempotent."""
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Stop answering, wait up to `wait_s` seconds for the requests in flight (and the
+        warm-up), and release the endpoint (the socket file removed when it is still the one
+        this process created). Idempotent."""
         self._stop.set()
         listener, self._listener = self._listener, None
         if listener is not None:
             with contextlib.suppress(OSError):
                 listener.shutdown(socket.SHUT_RDWR)
             listener.close()
-        deadline = time.monotonic() + CLOSE_WAIT_S
+        deadline = time.monotonic() + wait_s
         with self._workers_lock:
             workers = list(self._workers)
         for worker in workers:

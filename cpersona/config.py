@@ -21,37 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-import platformdirs
 from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
 
 from cpersona.errors import ConfigError
+from cpersona.util.places import APP_NAME, CONFIG_FILE_ENV, LEGACY_DB_PATH, default_config_file, default_db_path
 
-__all__ = ["SETTINGS", "ConfigError", "Setting", "Settings", "default_db_path"]
-
-APP_NAME = "cpersona"
-#: Where the original CPersona kept its database, relative to the working directory.
-LEGACY_DB_PATH = Path("data") / "cpersona.db"
-#: The variable naming the settings file (read before any setting, so not a setting itself).
-CONFIG_FILE_ENV = "CPERSONA_CONFIG_FILE"
-
-
-def default_db_path(cwd: Path | None = None) -> str:
-    """The database used when CPERSONA_DB_PATH is unset: `data/cpersona.db` if that file
-    exists in the working directory (the original CPersona's layout, kept so its users
-    find their memories), else `cpersona.db` in the per-user data directory (platformdirs:
-    ~/.local/share/cpersona on Linux, ~/Library/Application Support/cpersona on macOS,
-    %LOCALAPPDATA%\\cpersona on Windows): the same file whatever folder a host starts it in."""
-    legacy = (cwd or Path.cwd()) / LEGACY_DB_PATH
-    if legacy.is_file():
-        return str(legacy)
-    return str(Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "cpersona.db")
-
-
-def default_config_file() -> Path:
-    """`config.toml` in the per-user config directory (e.g. ~/.config/cpersona/config.toml)."""
-    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / "config.toml"
+__all__ = ["APP_NAME", "CONFIG_FILE_ENV", "LEGACY_DB_PATH", "SETTINGS", "ConfigError", "Setting", "Settings",
+           "default_config_file", "default_db_path"]
 
 
 def _alias(name: str) -> JsonDict:
@@ -213,6 +191,23 @@ class Settings(BaseModel):
                                               description="cpersona proxy: seconds to open a connection.")
     proxy_read_timeout_secs: float = Field(300.0, ge=1, le=86400,
                                            description="cpersona proxy: seconds to wait for a reply's next bytes.")
+    # ----------------------------------------------- host hooks, the local endpoint
+    local_endpoint: bool = Field(True, description="A running server also answers this user's hooks and CLI on a "
+                                 "private unix socket named after its database (not on Windows).")
+    hooks_agent_id: str = Field("claude-code", description="The agent_id the host hooks recall and store as.")
+    hooks_project: Literal["context", "folder", "none"] = Field(
+        "context", description="A hook's project from its working directory: context = the operating context's "
+                               "[paths] and [defaults]; folder = else the repository folder's name; none = global.")
+    hooks_session_tokens: int = Field(1500, ge=0, le=100_000, description="Most tokens of the SessionStart block "
+                                      "(estimated as UTF-8 bytes / 3; 0 = none).")
+    hooks_prompt_tokens: int = Field(800, ge=0, le=100_000,
+                                     description="Most tokens of the block added to each prompt (0 = none).")
+    hooks_prompt_turns: int = Field(0, ge=0, le=20, description="Transcript turns before a prompt added to its query.")
+    hooks_tool_output_chars: int = Field(8000, ge=0, le=10_000_000,
+                                         description="Characters of tool output kept in one stored turn.")
+    hooks_capture: bool = Field(True, description="PreCompact, Stop and SessionEnd store the session's new turns.")
+    hooks_archive_episodes: bool = Field(True, description="SessionEnd also archives an episode: the session's "
+                                         "first prompt and counts.")
     # ------------------------------------------------------------- update check
     update_check: bool = Field(True, description="Check the package index for a newer release once per start.")
     update_check_interval_seconds: int = Field(86400, ge=60, le=86400 * 365,

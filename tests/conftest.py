@@ -55,7 +55,12 @@ os.environ.update(NO_UPDATE_CHECK)
 # test may write into the developer's memory file. Spawned servers inherit these variables.
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-config-")
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-data-")
-for _folder in (os.environ["XDG_CONFIG_HOME"], os.environ["XDG_DATA_HOME"]):
+# ... and so are the runtime directory (the local endpoints of spawned servers) and the state
+# directory (the hook log, capture progress).
+os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="cpersona-test-run-")
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="cpersona-test-state-")
+for _folder in (os.environ["XDG_CONFIG_HOME"], os.environ["XDG_DATA_HOME"], os.environ["XDG_RUNTIME_DIR"],
+                os.environ["XDG_STATE_HOME"]):
     atexit.register(shutil.rmtree, _folder, True)  # removed when the session ends (ignore_errors)
 
 

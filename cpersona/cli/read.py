@@ -3,9 +3,13 @@ MCP tools:
 
     cpersona stats  [--json]                           counts per agent, file, embedding model, queue
     cpersona list   [--agent A] [--limit N] [--project P] [--episodes] [--cursor C] [--json]
-    cpersona recall "query" [--agent A] [--limit N] [--project P] [--verbose] [--json]
+    cpersona recall "query" [--agent A] [--limit N] [--project P] [--verbose] [--json] [--load-model]
 
-They open the database named by CPERSONA_DB_PATH (like the server; both may run at once).
+They read the database named by CPERSONA_DB_PATH: through the server running for that file
+when there is one (its local endpoint, host/operations.py: warm, with its model), else in
+this process — without loading the bundled model (keyword search; an HTTP or API backend is
+used as configured; `recall --load-model` loads the bundled model here). Which of them
+answered is said on stderr (and as `answered_by` in --json answers).
 `recall` without --agent searches every agent and shows each agent's matches BEST FIRST
 (the MCP tool orders worst → best for models; people read top-down); `--json` prints the
 service's answers as they are (per agent, worst → best, as the tool returns them).
@@ -19,10 +23,11 @@ from typing import Any
 
 from cpersona.cli.common import (
     OK,
+    USAGE,
     add_json_flag,
     agent_label,
-    backend_label,
     console,
+    fail,
     missing,
     open_engine,
     positive_int,
@@ -35,10 +40,33 @@ from cpersona.config import Settings
 from cpersona.policy.validate import MAX_LIMIT
 from cpersona.service.answers import NO_MATCH_NOTE, NO_WORD_MATCH_NOTE, WITHHELD_WHY
 
+#: Seconds a read command waits for the running server's answer.
+SERVER_TIMEOUT_S = 120.0
 
-def _agents(engine) -> list[str]:
-    with engine.db.read() as s:
-        return s.agents.ids()
+
+def _read(settings: Settings, op: str, request: dict[str, Any], json_out: bool, load_model: bool = False
+          ) -> tuple[dict[str, Any], str] | int:
+    """(answer, who answered) of a read (module doc), or the exit status of a failure."""
+    from cpersona.embedding.provider import resolve_mode
+    from cpersona.host.local import ask
+
+    path = settings.db_file
+    if not settings.db_url and path is not None and not path.exists():
+        return missing(settings)
+
+    def engine():  # HTTP / API backends cost nothing to open; the bundled model only on request
+        eng = open_engine(settings, must_exist=False)
+        wait_for_model(eng, quiet=json_out)
+        return eng
+
+    in_process = engine if load_model or resolve_mode(settings) != "local" else None
+    try:
+        answer, who = ask(settings, op, request, SERVER_TIMEOUT_S, in_process)
+    except (OSError, TimeoutError) as err:
+        return fail(f"the running server did not answer: {err}", USAGE)
+    if answer.get("ok") is False:
+        return fail(str(answer.get("error")), USAGE)
+    return answer, who
 
 
 def _size(n: float) -> str:
@@ -54,31 +82,29 @@ def stats_command(settings: Settings, args: argparse.Namespace) -> int:
     """Counts per agent, database file and size, embedding backend and stored-vector model, queue."""
     from cpersona.storage.schema import SCHEMA_VERSION
 
-    engine = open_engine(settings)
-    if engine is None:
-        return missing(settings)
-    try:
-        st = engine.stats()
-        if args.json:
-            print_json({**st, "schema": SCHEMA_VERSION, "embedding_backend": backend_label(engine.embedder)})
-            return OK
-        queue = st["queue"]
-        db = table(title="Database", show_header=False)
-        db.add_column("", style="bold")
-        db.add_column("")
-        db.add_row("path", st["path"])
-        db.add_row("size", _size(st["size_bytes"]) + (" (incl. -wal)" if st["wal"] else ""))
-        fts = "on" if st["fts"] else f"unavailable ({st['fts_problem']}): LIKE search" if st["fts_problem"] else "off"
-        lexical = "pg_trgm" if st.get("backend") == "postgresql" else "FTS5"
-        db.add_row("schema", f"{_schema_label(SCHEMA_VERSION, st.get('file_schema_version'))}, {lexical} {fts}")
-        db.add_row("embedding backend", backend_label(engine.embedder))
-        db.add_row("stored vectors", _vectors_line(st))
-        db.add_row("task queue", f"{queue['pending']} pending, {queue['failed']} failed, {queue['retries']} retries")
-        out = console()
-        out.print(db)
-        out.print(_agents_table(st["agents"]) if st["agents"] else "no memories yet")
-    finally:
-        engine.close()
+    read = _read(settings, "stats", {}, args.json)
+    if isinstance(read, int):
+        return read
+    st, who = read
+    if args.json:
+        print_json({**st, "answered_by": who})
+        return OK
+    queue = st["queue"]
+    db = table(title="Database", show_header=False)
+    db.add_column("", style="bold")
+    db.add_column("")
+    db.add_row("path", st["path"])
+    db.add_row("size", _size(st["size_bytes"]) + (" (incl. -wal)" if st["wal"] else ""))
+    fts = "on" if st["fts"] else f"unavailable ({st['fts_problem']}): LIKE search" if st["fts_problem"] else "off"
+    lexical = "pg_trgm" if st.get("backend") == "postgresql" else "FTS5"
+    db.add_row("schema", f"{_schema_label(SCHEMA_VERSION, st.get('file_schema_version'))}, {lexical} {fts}")
+    db.add_row("embedding backend", st["embedding_backend"])
+    db.add_row("stored vectors", _vectors_line(st))
+    db.add_row("task queue", f"{queue['pending']} pending, {queue['failed']} failed, {queue['retries']} retries")
+    db.add_row("answered by", who)
+    out = console()
+    out.print(db)
+    out.print(_agents_table(st["agents"]) if st["agents"] else "no memories yet")
     return OK
 
 
@@ -118,64 +144,57 @@ _CAPS = {"id": 8, "agent": 14, "project": 10, "channel": 10, "created (UTC)": 16
 
 def list_command(settings: Settings, args: argparse.Namespace) -> int:
     """Newest memories (or episodes) first, all agents unless --agent."""
-    engine = open_engine(settings)
-    if engine is None:
-        return missing(settings)
     kind = "episodes" if args.episodes else "memories"
-    try:
-        lister = engine.list_episodes if args.episodes else engine.list_memories
-        res = lister(args.agent, 20 if args.limit is None else args.limit, args.project, args.cursor or "")
-        if args.json:
-            print_json(res)
-            return OK
-        title, columns, cells = _LISTS[kind]
-        rows = table(title=f"{title}, newest first ({res['count']} shown)")
-        shown = [cells(row) for row in res[kind]]
-        keep = [i for i, name in enumerate(columns)
-                if name not in _OPTIONAL or any(cell[i] not in ("", "–") for cell in shown)]
-        for i in keep:
-            name = columns[i]
-            wide = name in ("content", "summary")
-            rows.add_column(name, justify="right" if name == "id" else "left", no_wrap=not wide,
-                            max_width=_CAPS.get(name), min_width=24 if wide else None,
-                            overflow="fold" if wide else "ellipsis")
-        for row in shown:
-            rows.add_row(*(row[i] for i in keep))
-        out = console()
-        out.print(rows if res[kind] else f"no {kind}")
-        if res.get("next_cursor"):
-            out.print(f"[dim]more: --cursor '{res['next_cursor']}'[/dim]")
-    finally:
-        engine.close()
+    read = _read(settings, "list", {"agent": args.agent, "limit": args.limit, "project": args.project,
+                                    "cursor": args.cursor or "", "episodes": args.episodes}, args.json)
+    if isinstance(read, int):
+        return read
+    res, who = read
+    if args.json:
+        print_json({**res, "answered_by": who})
+        return OK
+    title, columns, cells = _LISTS[kind]
+    rows = table(title=f"{title}, newest first ({res['count']} shown)")
+    shown = [cells(row) for row in res[kind]]
+    keep = [i for i, name in enumerate(columns)
+            if name not in _OPTIONAL or any(cell[i] not in ("", "–") for cell in shown)]
+    for i in keep:
+        name = columns[i]
+        wide = name in ("content", "summary")
+        rows.add_column(name, justify="right" if name == "id" else "left", no_wrap=not wide,
+                        max_width=_CAPS.get(name), min_width=24 if wide else None,
+                        overflow="fold" if wide else "ellipsis")
+    for row in shown:
+        rows.add_row(*(row[i] for i in keep))
+    out = console()
+    out.print(rows if res[kind] else f"no {kind}")
+    if res.get("next_cursor"):
+        out.print(f"[dim]more: --cursor '{res['next_cursor']}'[/dim]")
+    out.print(f"[dim]answered by {who}[/dim]")
     return OK
 
 
 # ------------------------------------------------------------------ recall
 def recall_command(settings: Settings, args: argparse.Namespace) -> int:
     """Hybrid recall for one agent, or each agent in turn; best match first."""
-    from cpersona.service.requests import RecallRequest
-
-    engine = open_engine(settings)
-    if engine is None:
-        return missing(settings)
-    try:
-        wait_for_model(engine, quiet=args.json)
-        agents = [args.agent] if args.agent is not None else _agents(engine)
-        answers = {agent: engine.recall(RecallRequest(agent, args.text, 5 if args.limit is None else args.limit,
-                                                      project_id=args.project, deep=args.deep),
-                                        verbose=args.verbose)
-                   for agent in agents}
-        if args.json:  # best match first, like the table (the tool answers worst first, as the original did)
-            for res in answers.values():
-                res["messages"] = res["messages"][::-1]
-                if "fix" in res.get("withheld", {}):  # the service names the tool's argument
-                    res["withheld"]["fix"] = "cpersona recall --deep halves the bar"
-            print_json(answers if args.agent is None else answers[args.agent])
-            return OK
-        _print_recall(args.text, answers, engine.advisory.state == "mismatch", args.deep)
-        _print_keyword_only(engine, set(answers))
-    finally:
-        engine.close()
+    read = _read(settings, "recall", {"text": args.text, "agent": args.agent, "limit": args.limit,
+                                      "project": args.project, "deep": args.deep, "verbose": args.verbose},
+                 args.json, load_model=args.load_model)
+    if isinstance(read, int):
+        return read
+    found, who = read
+    answers = found["answers"]
+    if args.json:  # best match first, like the table (the tool answers worst first, as the original did)
+        for res in answers.values():
+            res["messages"] = res["messages"][::-1]
+            res["answered_by"] = who
+            if "fix" in res.get("withheld", {}):  # the service names the tool's argument
+                res["withheld"]["fix"] = "cpersona recall --deep halves the bar"
+        print_json(answers if args.agent is None else answers[args.agent])
+        return OK
+    _print_recall(args.text, answers, found["mismatch"], args.deep)
+    _print_keyword_only(found["without_vector"])
+    console().print(f"[dim]answered by {who}[/dim]")
     return OK
 
 
@@ -207,11 +226,8 @@ def _vectors_line(st: dict[str, Any]) -> str:
     return line
 
 
-def _print_keyword_only(engine: Any, agents: set[str]) -> None:
+def _print_keyword_only(waiting: int) -> None:
     """Say when rows of the searched agents have no vector and so are found by keyword only."""
-    if engine.embedder is None:
-        return  # the advisory already says search is keyword-only
-    waiting = sum(a["without_vector"] for a in engine.stats()["agents"] if a["agent_id"] in agents)
     if waiting:
         console().print(f"[dim]note: {waiting} rows have no vector yet and are matched by keyword only; "
                         "`cpersona reembed` embeds them now (the server's task queue does it when it runs)[/dim]")
@@ -278,6 +294,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--project", help="project id ('' = global pool only)")
     p.add_argument("--deep", action="store_true", help="the nearest rows even when none clearly answers the query")
     p.add_argument("--verbose", action="store_true", help="every channel's score in match_reason (with --json)")
+    p.add_argument("--load-model", action="store_true",
+                   help="with no server running for the file, load the bundled model here (default: keyword search)")
     add_json_flag(p)
     p.set_defaults(func=recall_command)
 

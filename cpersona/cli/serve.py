@@ -31,6 +31,7 @@ from cpersona.errors import ConfigError
 from cpersona.mcp.pipes import release_all
 
 if TYPE_CHECKING:
+    from cpersona.host.endpoint import LocalEndpoint
     from cpersona.service.engine import Engine
 
 #: How long a thread may hold Python's GIL while another waits for it (CPython's default is
@@ -39,8 +40,10 @@ if TYPE_CHECKING:
 #: both want to run Python could wait a whole interval; at 0.5 ms the MCP recall p50 at 10k
 #: rows with the bundled model fell 0.1–1 ms (benchmarks/README.md, latency round 6).
 SWITCH_INTERVAL_S = 0.0005
-#: Seconds Ctrl-C waits for the engine to close (queue stopped, database closed) before exiting.
+#: Seconds Ctrl-C waits for the engine to close (queue stopped, database closed) before exiting,
+#: and, first, for the local endpoint's requests in flight.
 CLOSE_TIMEOUT_SECS = 5.0
+ENDPOINT_WAIT_SECS = 1.0
 
 
 #: The flags of `cpersona serve`, each the command-line form of one declared setting (field name).
@@ -103,6 +106,7 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     The serve flags in `args` win over `settings` (with_flags). Access (tokens, ACL file,
     Host/Origin rules) is checked before the database is opened; the once-per-start update
     check runs in the background."""
+    from cpersona.host.local import start_endpoint
     from cpersona.mcp.hints import query_hint
     from cpersona.mcp.http_app import build_http_app, listen, serve_http
     from cpersona.mcp.security import Security
@@ -120,11 +124,13 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
         if listener is not None:
             listener.close()
         raise
+    endpoint = None
     try:
         engine.updates.start()
+        endpoint = start_endpoint(settings, engine)  # hooks and CLI of this user: docs/memory-without-asking.md
         app = build_server(engine, settings.log_level, security.guard(settings))
         if settings.transport == "stdio":
-            _stop_on_interrupt(engine)  # before the startup line: a Ctrl-C right after it is handled
+            _stop_on_interrupt(engine, endpoint)  # before the startup line: a Ctrl-C right after it is handled
         print(startup_line(settings, engine), file=sys.stderr, flush=True)
         for note in unknown_variables():
             print(f"cpersona: warning: {note}", file=sys.stderr, flush=True)
@@ -138,23 +144,31 @@ def serve(settings: Settings, args: argparse.Namespace | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        if endpoint is not None:
+            endpoint.close()
         engine.close()
         if listener is not None:
             listener.close()
     return 0
 
 
-def _stop_on_interrupt(engine: Engine) -> None:
+def _stop_on_interrupt(engine: Engine, endpoint: LocalEndpoint | None = None) -> None:
     """Ctrl-C or SIGTERM (how hosts stop a server) on stdio: close the engine (bounded) and
     exit 0 at once. The SDK reads stdin in a worker thread that a signal cannot interrupt, so
     the usual KeyboardInterrupt would leave the process waiting for the next line of input;
     SIGTERM's default would end it without closing — an embedding worker stopped by SIGSTOP
-    then stayed behind. A second signal kills at once."""
+    then stayed behind. A second signal kills at once. The local endpoint (if any) stops first:
+    no request of it runs while the engine closes."""
 
     def stop(signum: int, frame: object) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
-        closer = threading.Thread(target=engine.close, name="cpersona-close", daemon=True)
+        def close() -> None:
+            if endpoint is not None:  # briefly: the engine's close makes a request's embedding fail fast
+                endpoint.close(wait_s=ENDPOINT_WAIT_SECS)
+            engine.close()
+
+        closer = threading.Thread(target=close, name="cpersona-close", daemon=True)
         closer.start()
         closer.join(CLOSE_TIMEOUT_SECS)
         release_all()  # stdin / stdout as the host gave them (os._exit skips the transport's own cleanup)

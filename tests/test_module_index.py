@@ -37,6 +37,7 @@ def test_the_first_sentence_ends_at_a_full_stop_before_a_capital_not_at_an_abbre
     assert first_sentence("Costs (e.g. Foo, i.e. Bar) vs. Baz apply. Then more.") == (
         "Costs (e.g. Foo, i.e. Bar) vs. Baz apply.")
     assert first_sentence("Reads `plan.py` and fetch.py first. Then.") == "Reads `plan.py` and fetch.py first."
+    assert first_sentence("Shared steps. `Engine` builds them.") == "Shared steps."
     assert first_sentence("The steps of a write:\n\n    embed → write") == "The steps of a write."
     assert first_sentence("A paragraph\nwithout a stop\n\nSecond paragraph.") == "A paragraph without a stop"
     assert first_sentence("") == ""

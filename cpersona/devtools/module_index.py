@@ -25,8 +25,9 @@ PACKAGE = Path(__file__).resolve().parents[1]
 PAGE = PACKAGE.parent / "docs" / "modules.md"
 #: Words ending in a full stop that do not end a sentence.
 ABBREVIATIONS = ("e.g.", "i.e.", "vs.", "etc.", "cf.")
-#: A full stop, question or exclamation mark followed by white space and a capital letter.
-_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z])")
+#: A full stop, question or exclamation mark followed by white space and what starts a sentence:
+#: a capital letter, or code or emphasis in markdown (`Engine` …, **Note** …).
+_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z`*])")
 
 HEADER = """# Module index
 
@@ -51,7 +52,7 @@ class Module:
 
 def first_sentence(docstring: str) -> str:
     """The first sentence of `docstring`: its first paragraph up to the first full stop (or
-    ? or !) followed by a capital letter, lines joined; a paragraph ending in a colon (a
+    ? or !) followed by a capital letter, a backtick or an asterisk, lines joined; a paragraph ending in a colon (a
     list follows) ends in a full stop instead. '' for an empty docstring."""
     paragraph = " ".join(docstring.strip().split("\n\n", 1)[0].split())
     for match in _SENTENCE_END.finditer(paragraph):

@@ -3,7 +3,7 @@
 
 import sys
 
-from cpersona.cli.main import main
+from cpersona.cli.commands import main
 
 if __name__ == "__main__":
     raise SystemExit(main(["checkup", *sys.argv[1:]]))

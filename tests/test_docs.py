@@ -1,6 +1,7 @@
 """The documentation says what the code does: every MCP tool and every `cpersona` command has
-its place in docs/, and every relative link of the README, CONTRIBUTING.md and docs/ leads to
-a file that exists (and, with `#anchor`, to a heading of that file)."""
+its place in docs/, every relative link of the README, CONTRIBUTING.md, docs/ and benchmarks/
+leads to a file that exists (and, with `#anchor`, to a heading of that file), every benchmark
+script and result file is in benchmarks/README.md, and every result file the code cites exists."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from pathlib import Path
 
 import anyio
 import pytest
-from cpersona.cli.main import build_parser
+from cpersona.cli.commands import build_parser
 from cpersona.mcp.server import build_server
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PAGES = (ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(DOCS.glob("*.md")))
+BENCH = ROOT / "benchmarks"
+PAGES = (ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(DOCS.glob("*.md")), BENCH / "README.md",
+         *sorted((BENCH / "rounds").glob("*.md")))
+#: A result file named in code or docs (`measured: benchmarks/rounds/2026-11-30-round-05-ranking.md`).
+CITED_ROUND = re.compile(r"benchmarks/rounds/([\w.-]+\.md)")
 FENCED = re.compile(r"^(```|~~~)[^\n]*\n.*?^\1[ \t]*$", re.M | re.S)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
@@ -104,3 +109,25 @@ def test_repeated_headings_get_numbered_anchors(tmp_path):
     page = tmp_path / "p.md"
     page.write_text("# Title\n## Notes\n## Notes\n## Différences: l'original\n", encoding="utf-8")
     assert anchors(page) == {"title", "notes", "notes-1", "différences-loriginal"}
+
+
+def test_benchmarks_readme_says_how_to_run_every_script_and_lists_every_result_file():
+    page = (BENCH / "README.md").read_text(encoding="utf-8")
+    scripts = [p.name for p in sorted(BENCH.glob("*.py"))]
+    assert "retrieval.py" in scripts
+    assert [s for s in scripts if f"`{s}`" not in page] == []
+    linked = set(relative_links(BENCH / "README.md"))
+    rounds = [f"rounds/{p.name}" for p in sorted((BENCH / "rounds").glob("*.md"))]
+    assert len(rounds) > 20
+    assert [r for r in rounds if r not in linked] == []
+
+
+def test_every_result_file_the_code_and_docs_cite_exists():
+    texts = {p: p.read_text(encoding="utf-8") for p in (*sorted((ROOT / "cpersona").rglob("*.py")), *PAGES,
+                                                        ROOT / "CHANGELOG.md")}
+    cited = {(p.relative_to(ROOT), name) for p, text in texts.items() for name in CITED_ROUND.findall(text)}
+    assert len(cited) > 20
+    assert [c for c in cited if not (BENCH / "rounds" / c[1]).exists()] == []
+    # results are cited by their dated file, not by the how-to-run page
+    assert [p.relative_to(ROOT) for p, text in texts.items()
+            if p.suffix == ".py" and "benchmarks/README.md" in text] == []

@@ -44,8 +44,8 @@ FUSED_MIN_NULL, FUSED_MIN_POS = 10, 5
 MIN_GATE_J = 0.1
 #: A stored row asked as a calibration query is cut to this many characters — the length of
 #: a long question. Whole rows (LongMemEval's assistant turns run to several thousand
-#: characters) made each query's MATCH hundreds of terms long: calibrating the 20 agents of the
-#: long-haystack store took over 10 CPU minutes (benchmarks/README.md, round 7).
+#: characters) made each query's MATCH hundreds of terms long: calibrating the long-haystack
+#: store took CPU minutes (measured: benchmarks/rounds/2026-12-01-round-07-calibration.md).
 QUERY_CHARS = 300
 
 

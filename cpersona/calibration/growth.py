@@ -2,10 +2,11 @@
 
 A threshold measured on an agent's first dozen rows describes those rows, not the store
 they grow into: on the public sets, a server started on an empty file calibrated at a
-load-dependent moment while the corpus was being stored (JSQuAD's threshold 0.70 from its
-first paragraphs; 0.31 from the whole store) and kept that number for good — 67 of 2,000
-answerable JSQuAD questions and 116 of 1,536 LoCoMo questions came back empty (benchmarks/
-README.md, round 7). So, with CPERSONA_CALIBRATE_ON_MODEL_CHANGE (default on):
+load-dependent moment while the corpus was being stored (JSQuAD's threshold from its first
+paragraphs far above the one from the whole store) and kept that number for good, and
+answerable questions came back empty (measured:
+benchmarks/rounds/2026-12-01-round-07-calibration.md). So, with
+CPERSONA_CALIBRATE_ON_MODEL_CHANGE (default on):
 
 * the server calibrates an agent (and the global threshold, over all agents) by itself only
   once it holds `CPERSONA_CALIBRATE_MIN_ROWS` embedded rows (default 200, the default

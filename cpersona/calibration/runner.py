@@ -15,7 +15,8 @@ Not calibrated here: the fusion weight α. It is measured at recall time from th
 index (retrieval/separation.py: neighbouring vs random rows of the agent), which tells a
 corpus whose rows are all on one topic from one of many topics; neither that nor a
 self-retrieval proxy tells a weak model from a good one on the same rows (on LoCoMo the
-bundled USE model and e5 score the same Youden J, 0.14–0.48, although their best α differ).
+bundled USE model and e5 score alike by Youden's J although their best α differ:
+benchmarks/rounds/2026-12-03-moved-from-code.md).
 """
 
 from __future__ import annotations

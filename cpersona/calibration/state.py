@@ -90,9 +90,10 @@ class CalibrationState:
         """The fused score a calibrated fused gate keys on: `active_signal`, except cc (and
         cascade), which has none. cc mixes a RELATIVE keyword score (bm25 / the query's best
         hit), no absolute evidence: a gate on it let rows through that neither their cosine
-        nor their words carried (on the long-haystack store nine more rows per question, at
-        chance-level cosines, one answer pushed out of the first ten — benchmarks/README.md,
-        round 7). A cc row is gated on its own cosine and word coverage (`gate.Gate.passes`)."""
+        nor their words carried (on the long-haystack store more rows per question at
+        chance-level cosines, and answers pushed out of the first ten — measured:
+        benchmarks/rounds/2026-12-01-round-07-calibration.md). A cc row is gated on its own
+        cosine and word coverage (`gate.Gate.passes`)."""
         signal = self.active_signal()
         return None if signal == "cc" else signal
 

@@ -1,4 +1,4 @@
-"""The `cpersona` command: argparse subcommands over the service layer (cli/main.py).
+"""The `cpersona` command: argparse subcommands over the service layer (cli/commands.py).
 
 `cpersona hook …` runs before anything else is imported (host/hookrun.py: a host runs it on
 every prompt, so it starts with the standard library only)."""
@@ -17,6 +17,6 @@ def main(argv: list[str] | None = None) -> int:
         from cpersona.host.hookrun import main as run_hook
 
         return run_hook(args[1:])
-    from cpersona.cli.main import main as run
+    from cpersona.cli.commands import main as run
 
     return run(args)

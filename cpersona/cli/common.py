@@ -29,7 +29,7 @@ PREVIEW = 100
 
 def console() -> Console:
     """A rich console for stdout. A reader that closed the pipe (`| head`) is reported to
-    `cli.main` as the BrokenPipeError it is — rich's own handler exits with status 1, which a
+    `cli.commands` as the BrokenPipeError it is — rich's own handler exits with status 1, which a
     script under `set -o pipefail` cannot tell from a failure (main exits 141 quietly)."""
     from rich.console import Console
 

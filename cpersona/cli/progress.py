@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from cpersona.service.engine import Engine
 
 #: Exit status: done / refused or failed (bad input, aborted) — a bad setting or an unusable
-#: database exits 2 through `cli.main`.
+#: database exits 2 through `cli.commands`.
 OK, FAILED = 0, 1
 Tick = Callable[[str, int, int], None]
 

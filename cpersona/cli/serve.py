@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 #: How long a thread may hold Python's GIL while another waits for it (CPython's default is
 #: 5 ms). A recall's threads hand work to each other (the query's embedding, the word MATCH,
 #: the vector scan run beside the trigram MATCH and meet again), and each hand-over where
-#: both want to run Python could wait a whole interval; at 0.5 ms the MCP recall p50 at 10k
-#: rows with the bundled model fell 0.1–1 ms (benchmarks/README.md, latency round 6).
+#: both want to run Python could wait a whole interval (measured:
+#: benchmarks/rounds/2026-11-30-round-06-latency.md).
 SWITCH_INTERVAL_S = 0.0005
 #: Seconds Ctrl-C waits for the engine to close (queue stopped, database closed) before exiting,
 #: and, first, for the local endpoint's requests in flight.

@@ -2,7 +2,7 @@
 
 The model answers one call at a time. Background work (the task queue's re-embedding, a
 large import, `archive_episode` with a long history) hands it batches of up to 100 texts —
-100 texts of 16,000 characters take ~30 s — and a recall's query embedding used to wait
+a batch of long texts takes many seconds — and a recall's query embedding used to wait
 behind the whole batch. A batch now goes to the model in slices of at most
 SLICE_CHARS characters (at least one text each), and between two slices a waiting single
 text goes first (`ModelTurns.turn(urgent=True)`), so a query waits for at most the slice in
@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 #: Characters of one slice of a batch (a slice holds at least one text, however long): about
-#: 10 short texts, ~30 ms of the USE model on a busy 2-core machine — what a query may wait
-#: behind (a text of 5,000 characters alone takes ~0.4 s there). Each slice costs one round
-#: trip to the worker process (~0.3 ms).
+#: 10 short texts — what a query may wait behind (a long text alone is a slice of its own).
+#: Each slice costs one round trip to the worker process. Measured:
+#: benchmarks/rounds/2026-12-03-moved-from-code.md.
 SLICE_CHARS = 1_000
 
 

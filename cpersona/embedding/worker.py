@@ -4,8 +4,10 @@ Started by `worker_client.ModelWorker` as ``python -P -m cpersona.embedding.work
 SERVER_PID``.
 Why a process: the bundled USE model runs ~40 small numpy steps per text, each taking
 Python's GIL back, so in a thread of the server it mostly takes turns with the recall's
-keyword search instead of running beside it (a query embedding took ~4.5 ms beside 2.5 ms of
-Python instead of ~2 ms alone). In its own process it runs on the other core.
+keyword search instead of running beside it (a query embedding took about twice as long
+beside the recall's Python as alone; measured:
+benchmarks/rounds/2026-12-01-round-10-embedding-worker.md). In its own process it runs on the
+other core.
 
 The pipe is the worker's stdout, so nothing else may write there: file descriptor 1 is
 pointed at stderr before the model is imported and frames go to a private copy of it.

@@ -33,7 +33,8 @@ def load_index(db: Database, table: str, dim: int, stale: tuple[int, int]) -> Ve
     """A `VectorIndex` of every vector of `table` embedded by the active model, read in storage
     order, LOAD_CHUNK rows at a time, and built in one pass (`VectorIndex.fill`: the index `add`
     builds row by row). A vector that is not `dim` float32 values or holds a non-finite one is
-    left out, as `codec.from_blob` leaves it out. 9,138 × 512 (SCALE 10k): 356 → ~150 ms."""
+    left out, as `codec.from_blob` leaves it out (measured:
+    benchmarks/rounds/2026-12-02-round-13-vector-scan.md)."""
     with db.read() as s:
         rows = _Rows(dim, s.vectors.count_embedded(table, dim, stale))  # sized once: no doubling
         stream = s.vectors.embedded_rows(table, dim, stale, ordered=False)

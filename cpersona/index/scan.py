@@ -1,16 +1,16 @@
 """The vector retriever's matrix–vector product, split over two threads on a large scan window.
 
 At 10k rows of 512 dimensions a recall's scan reads 18.7 MB of vectors, more than the CPU's
-last-level cache holds: one BLAS thread is memory-bound (~1.4–2.4 ms on a 2-CPU machine).
+last-level cache holds: one BLAS thread is memory-bound.
 `matvec` gives the first half of the rows to a helper thread and scores the second half on the
-caller's thread, so both CPUs pull from memory at once (numpy releases the GIL in BLAS):
-~1.44 → 0.96 ms for 9,138 × 512 in isolation (session-local microbenchmark, 300 runs).
+caller's thread, so both CPUs pull from memory at once (numpy releases the GIL in BLAS;
+measured: benchmarks/rounds/2026-12-02-round-13-vector-scan.md).
 
 The split never changes a score: it falls on a multiple of `ALIGN` rows and each half keeps at
 least `ALIGN` rows, so a single-threaded OpenBLAS groups the rows of every half as it groups
 them in one pass (checked bit for bit in tests/index/test_scan.py). It is made only while the
 BLAS library runs one thread — the server's default (`CPERSONA_EMBEDDING_THREADS` = 1, applied
-at start by cli/main.py): a BLAS running threads of its own already spreads one pass over the
+at start by cli/commands.py): a BLAS running threads of its own already spreads one pass over the
 CPUs, by its own partition. When the helper is busy with another recall's half, the caller
 takes its half back and scores it itself: a scan never waits behind another.
 """

@@ -2,13 +2,13 @@
 asks of every row it scores ("does this row hold the query's word `t`?").
 
 Tokenising a row (`util/words.word_token_set`: NFKC, case folding, Snowball stems, CJK
-bigrams) costs ~40 µs; a recall scores ~50 rows, most of which it has never seen before
-(at 10k rows the keyword channel, the vector channel and the neighbour turns each bring
-their own), so recall spent ~0.8 ms tokenising on the path after its query vector arrived
-(benchmarks/README.md, round 15). Here a text's set is kept as one string: its distinct
-tokens, each between NUL characters (``"\\0use\\0deploy\\0"``). The tokens are letters and
-digits only, so a term is in the set exactly when ``"\\0term\\0"`` is a substring: one C
-substring search (~0.2 µs), no hashing of tokens and no false match.
+bigrams) is the dear part of scoring it, and a recall scores dozens of rows, most of which
+it has never seen before (the keyword channel, the vector channel and the neighbour turns
+each bring their own), on the path after its query vector arrived (measured:
+benchmarks/rounds/2026-12-02-round-15-token-sets.md). Here a text's set is kept as one
+string: its distinct tokens, each between NUL characters (``"\\0use\\0deploy\\0"``). The
+tokens are letters and digits only, so a term is in the set exactly when ``"\\0term\\0"``
+is a substring: one C substring search, no hashing of tokens and no false match.
 
 `packed(text)` is the set of `text`, tokenised on first use and kept, keyed by the text
 itself (a row whose text changed is simply another key, so no write, by this process or
@@ -17,9 +17,8 @@ memory (texts, sets and their entries, as `sys.getsizeof` counts them); a text w
 would take more than MAX_ENTRY_BYTES is tokenised each time, never kept. `fill(pages)`
 tokenises a store's texts ahead of use, newest first, until the budget is spent; the server
 runs it in a background thread at start, at half a CPU at most (it waits as long as it
-worked) and giving way to recalls. SCALE (~100 characters a row): ~0.66 KB a row, ~0.4 s of
-CPU at 10k rows, ~4 s at 100k (spread over ~20 s), every row held up to ~120k rows.
-Thread-safe.
+worked) and giving way to recalls (what the budget holds and what the fill costs:
+benchmarks/rounds/2026-12-03-moved-from-code.md). Thread-safe.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ The SDK's stdio transport reads stdin and writes stdout through anyio's file wra
 runs every readline, write and flush in a worker thread: three thread hand-offs per request,
 each waking a thread that must then take the GIL from the recall's own threads. Here the event
 loop reads and writes the pipes itself (asyncio's pipe transports: non-blocking descriptors
-watched by its selector). Paired over MCP at 10k rows with the bundled model, both servers
-running at once and each query sent to both: recall p50 −0.9 ms (benchmarks/README.md). Writes
+watched by its selector). Measured paired over MCP (`latency_pair.py`):
+benchmarks/rounds/2026-12-02-round-12-stdio-pipes.md. Writes
 keep asyncio's flow control: a client that stops reading holds the writer at the transport's
 high-water mark, as a blocked write held the writing thread before.
 

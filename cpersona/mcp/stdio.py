@@ -263,7 +263,7 @@ def run_stdio(app: MCPServer, hint: Hint | None = None) -> None:
     """Serve `app` on stdin/stdout until the client closes stdin (blocks); `hint` is given each
     request as soon as its line is read (mcp/hints.py). Raises BrokenPipeError — alone, not
     inside the task group's ExceptionGroup — when the client closed stdout (the command then
-    ends quietly, cli/main.py)."""
+    ends quietly, cli/commands.py)."""
     try:
         anyio.run(_serve, app, hint)
     except BaseExceptionGroup as group:

@@ -19,21 +19,15 @@ The merged rows keep the evidence of the whole question: a row that only an alte
 list returned gets its coverage of the whole question's words, so the quality gate judges
 every row as before (the gate never sees an alternative's larger share).
 
-Measured in-process with the bundled model (benchmarks/README.md, round 7), paired per
-question against main: LongMemEval oracle 0.5588 → 0.5619, +0.0031 ± 0.0016 (29 of its 470
-questions split, all temporal "which came first (last), A or B": 12 won, 6 lost; temporal
-+0.0113 ± 0.0059); LoCoMo +0.0001 ± 0.0001 (4 of 1,536 split); JSQuAD, long haystack and
-SCALE 10k unchanged; unanswerable questions unchanged on every set (rows / q and empty
-share). Tried and not kept: merging by reciprocal rank (k 60: −0.0047 on LongMemEval, a row
-of one alternative's list pushed down by the other's), round robin (+0.0032 simulated, ties
-the max-normalised merge but depends on the lists' order), diversifying the one list on
-which alternative a row holds (xQuAD, +0.0016 at the best weight: the missing turn is
-seldom in the pool), and splitting every `or` (verbs too: +0.0026 simulated, multi-session
-counts −0.0024).
+Kept because it lifts the temporal "which came first (last), A or B" questions it splits and
+moves no other question, unanswerable ones included. Tried and not kept: merging by reciprocal
+rank (a row of one alternative's list pushed down by the other's), round robin (no better, and
+it depends on the lists' order), diversifying the one list on which alternative a row holds
+(xQuAD: the missing turn is seldom in the pool), and splitting every `or` (verbs too).
 Each alternative is asked with the whole question's vector (retrieval never embeds): the
-gain comes from the keyword lists, and the alternative's own vector did not do better
-(+0.0034 vs +0.0033 simulated). Cost: two more passes of the retrievers for such a question
-only (in-process on a loaded 2-CPU machine, median 59 ms vs 37 ms with the split off).
+gain comes from the keyword lists, and the alternative's own vector did no better. Cost: two
+more passes of the retrievers, for such a question only.
+Measured: benchmarks/rounds/2026-12-01-round-07-alternatives.md.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@
             vector hits), and reads the memory keyword channel 2·limit deep so the cosine can
             lift a hit from just below the cut. α = CPERSONA_CC_ALPHA when set, else chosen per
             agent from how well its vectors separate related rows (retrieval/separation.py):
-            a fixed α suits one corpus only (with the bundled USE model LoCoMo's best α is 0.2,
-            a LongMemEval long haystack's 0.6; benchmarks/README.md).
+            a fixed α suits one corpus only (with the bundled USE model the best α of one public
+            set is far from another's: benchmarks/rounds/2026-11-30-round-02-word-index.md).
 * cascade — legacy sequential fill: vector, then episodes, then keyword; no fused score.
 
 Input `channels` is an ordered mapping name → best-first list; first-seen order breaks ties.
@@ -117,8 +117,8 @@ EVIDENCE_CAP = 2.0
 #: A row whose letters the keyword channels can read at most this share of (the rest in
 #: scripts the query does not use) has its unseen part judged by the vector evidence (`cc`).
 #: Rows mostly in the query's scripts are not: the few foreign-script words of a row (a
-#: Latin name in a Japanese paragraph) repeat what the rest says, and imputing them moved 4
-#: of JSQuAD's 2,000 questions for the worse (benchmarks/README.md, round 6).
+#: Latin name in a Japanese paragraph) repeat what the rest says, and imputing them moved
+#: answers down (measured: benchmarks/rounds/2026-11-30-round-06-cross-language.md).
 MOSTLY_UNSEEN = 0.5
 
 
@@ -157,7 +157,7 @@ def cc(channels: Channels, alpha: float, background: WindowStats | None = None,
     rank the Japanese row that answers it above an English row sharing one of its words
     whenever α is small (a bilingual store: benchmarks/crosslang.py). min(v, 1) instead put
     chance-level rows of other languages above paraphrased answers at 10k rows (SCALE with
-    the bundled model −0.018 NDCG@10; benchmarks/README.md)."""
+    the bundled model; measured: benchmarks/rounds/2026-11-30-round-06-cross-language.md)."""
     for name in _LEXICAL:
         rows = channels.get(name) or []
         best = max((-c.bm25 for c in rows if c.bm25 is not None), default=0.0)

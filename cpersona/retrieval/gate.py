@@ -58,7 +58,7 @@ MIN_NEEDLE, MIN_CJK_NEEDLE = 3, 2
 #: version, address, date or time (`src/app.py`, `3.11`, `user@host`, `2024-01-07`, `14:00`), or letters and
 #: digits together (`CVE-2024-3094`, `zebra-token-7`). A bare number (`2023`) and words
 #: joined by a hyphen (`self-portrait`) are ordinary words: as needles they made every row
-#: holding the year an exact match (11 % of LoCoMo's questions asked of LongMemEval's agent).
+#: holding the year an exact match (measured: benchmarks/rounds/2026-11-30-round-05-gate.md).
 _IDENT = re.compile(r"_|[a-z][A-Z]|[A-Za-z0-9][./:#@][A-Za-z0-9]|\d-\d")
 _LETTER, _DIGIT = re.compile(r"[^\W\d_]"), re.compile(r"\d")
 
@@ -90,22 +90,22 @@ class AgentGate:
 #: scan window (`chance_maximum`) may count its words toward this bar instead.
 VECTOR_ALONE = 1.2
 #: Joint evidence of one row: cosine / cosine bar + coverage / coverage bar must reach this
-#: (e.g. cosine 0.3 with half of the bar's word share). Measured in-process on the public sets
-#: (benchmarks/README.md, round 5).
+#: (e.g. cosine 0.3 with half of the bar's word share). Measured in-process on the public sets:
+#: benchmarks/rounds/2026-11-30-round-05-gate.md.
 JOINT = 1.5
 #: Without a query vector a recall answers on words alone, with this fraction of the word
 #: share asked for (β 1: a row holding 20 % of the query's word information). At ½ (a quarter)
-#: SCALE's paraphrased preference questions, whose answer row holds only the person's name
-#: (coverage 0.23–0.25), came back empty (−0.009 NDCG@10) and 47 of LoCoMo's 1,536
-#: questions did; at 0.4: SCALE −0.0002, LoCoMo 16 empty (+0.0046), while LongMemEval's
-#: questions asked of LoCoMo's agents stay 56 % unanswered (68 % at ½) and the hand-written
-#: unanswerable questions of the tiny store all stay empty.
+#: SCALE's paraphrased preference questions, whose answer row holds only the person's name,
+#: came back empty, and so did answerable LoCoMo questions; at 0.4 they answer, while most of
+#: LongMemEval's questions asked of LoCoMo's agents stay unanswered and the hand-written
+#: unanswerable questions of the tiny store all stay empty (measured:
+#: benchmarks/rounds/2026-11-30-round-05-gate.md).
 NO_VECTOR_SHARE = 0.4
 #: A row that holds none of the query's names (retrieval/anchors.py) answers on its cosine
 #: alone, at the joint bar: its words count for nothing. On LoCoMo's questions asked of the
 #: pooled LongMemEval agent (9.8k rows, where every word of "What did Caroline research?"
-#: but the name is in some long row) this took the unanswered share from 24.5 % to 72 %;
-#: 1.5–2.0 × the cosine bar measured alike (benchmarks/README.md, round 6).
+#: but the name is in some long row) this left most of them unanswered, as they should be;
+#: 1.5–2.0 × the cosine bar measured alike (benchmarks/rounds/2026-11-30-round-06-abstention.md).
 UNNAMED = JOINT
 
 
@@ -122,8 +122,8 @@ def answer_bar(vector_threshold: float, beta: float, vectors: bool = True,
     β = 1 (balanced): `vector_threshold` — the configured CPERSONA_VECTOR_MIN_SIMILARITY,
     not an agent's calibrated threshold: calibration separates pairs of STORED rows (the
     same session vs random pairs), whose cosines run higher than a question's to its answer
-    (LoCoMo's agents calibrate to 0.31–0.48; as this unit that emptied 61 of 1,536
-    answerable questions, 8 with the configured 0.3 — benchmarks/README.md, round 7) — and
+    (as this unit an agent's calibrated threshold left far more answerable questions empty:
+    benchmarks/rounds/2026-12-01-round-07-calibration.md) — and
     half of the query's word information; the weight β/(1+β) of precision in an F-β trade-off scales both (strict
     β 2 → 2/3 of the words, 1.33 × the threshold; lenient β 0.5 → 1/3, 0.67 ×). Without a
     query vector (embeddings off or unreachable) the words must answer alone, at
@@ -156,9 +156,9 @@ def query_cosine_cut(threshold: float | None, z: float | None, background: Any) 
     Calibration places the agent's threshold between pairs of STORED rows of one session and
     random pairs: z = (threshold − μ) / σ of the random pairs. A question's cosines to rows run
     lower than rows' to each other (short text, another register), so the raw threshold cut
-    answers away (LoCoMo's agents calibrate to 0.31–0.48: −0.0065 NDCG@10 and one of the 20
-    long-haystack answers lost). The cut is placed as far into THIS query's cosines over its
-    scan window instead: μ_q + z·σ_q (`background`: WindowStats with mean, std). Without a
+    answers away (LoCoMo's agents calibrate above the configured threshold; measured:
+    benchmarks/rounds/2026-12-01-round-07-calibration.md). The cut is placed as far into THIS
+    query's cosines over its scan window instead: μ_q + z·σ_q (`background`: WindowStats with mean, std). Without a
     recorded z or a spread of the query's cosines: the raw threshold; below `CUT_MIN_WINDOW`
     cosines: None (the heuristic's cut). The caller never lets
     the cut fall below the pool heuristic's (`min_score`): a question whose cosines all sit
@@ -361,9 +361,9 @@ class Gate:
     def apply(self, rows: list[Candidate], limit: int | None = None) -> list[Candidate]:
         """The rows that pass, best first. Whether the recall answers at all is judged on the
         rows it would return (the first `limit`; all when None): a deeper candidate that
-        clears the bar cannot be what answers it. On LoCoMo's agents asked LongMemEval's
-        questions this took unanswered recalls from 50.9 % to 68.5 % (rows 4.81 → 3.09 per
-        question) for −0.0007 ± 0.0007 NDCG@10 on the answerable ones."""
+        clears the bar cannot be what answers it. Asked another set's questions, far more
+        recalls then answer nothing, at no measurable cost to the answerable ones (measured:
+        benchmarks/rounds/2026-11-30-round-03-vector-weight.md)."""
         if not self.answers(rows[:limit] if limit is not None else rows):
             return [c for c in rows if c.kind == PROFILE and self.passes(c)]
         return [c for c in rows if self.passes(c)]

@@ -16,15 +16,14 @@ Each row gets two numbers on a 0..1 scale:
   evidence the quality gate needs.
 * `lexical` — the ranking score: the larger of the two indexes' bm25, each divided by the
   best bm25 of its index for this query (Bruch et al., TOIS 2023: per-query max
-  normalisation), times ½ + ½·coverage. Measured in-process with the bundled model
-  (benchmarks/README.md), the maximum beat the mean on LongMemEval (+0.007), JSQuAD
-  (+0.004) and SCALE 10k (+0.024, where the mean let word matches of identifier parts
-  outrank the trigram match of the whole identifier) and lost 0.002 on LoCoMo. The
-  coverage factor keeps a short row that holds only a common word of the query (a speaker's
-  name, "did") from outscoring the row that holds its content words — bm25's length
-  normalisation favours the short row (LoCoMo +0.028, JSQuAD +0.007). It credits the
-  query's identifiers found verbatim (`WordQuery.credited`): without that, SCALE 10k lost
-  0.016; with it, SCALE gained 0.065.
+  normalisation), times ½ + ½·coverage. The larger, not the mean: the mean let word matches
+  of an identifier's parts outrank the trigram match of the whole identifier (measured:
+  benchmarks/rounds/2026-11-30-round-02-word-index.md). The coverage factor keeps a short
+  row that holds only a common word of the query (a speaker's name, "did") from outscoring
+  the row that holds its content words — bm25's length normalisation favours the short row.
+  It credits the query's identifiers found verbatim (`WordQuery.credited`), without which
+  the factor cost identifier queries (measured:
+  benchmarks/rounds/2026-11-30-round-05-ranking.md).
 """
 
 from __future__ import annotations

@@ -13,11 +13,11 @@ best `top` memory rows and the rows just before and after it in its agent's
 
 A row never loses score and a strong row is never pushed up by a strong neighbour: only
 a row weaker than w × its neighbour rises, to just below it (adding the neighbour's score
-instead favoured whole on-topic sessions over the one row that answers: LongMemEval
-−0.032). Neighbours that were not candidates are fetched (in scope, under the source
-filter) and scored by their cosine alone. This is score regularisation over a document
-graph (Diaz, "Regularizing ad hoc retrieval scores", CIKM 2005) with time adjacency as the
-graph. Only rows of one session are neighbours (stored at most
+instead favoured whole on-topic sessions over the one row that answers; measured:
+benchmarks/rounds/2026-11-30-round-05-ranking.md). Neighbours that were not candidates
+are fetched (in scope, under the source filter) and scored by their cosine alone. This is
+score regularisation over a document graph (Diaz, "Regularizing ad hoc retrieval scores",
+CIKM 2005) with time adjacency as the graph. Only rows of one session are neighbours (stored at most
 CPERSONA_CALIBRATE_TEMPORAL_WINDOW_MIN apart, the session of the calibration): facts an
 agent stored hours or days apart are not turns of one conversation, and lending between them
 put unrelated rows above the answer (found by a new user with a store of dated team facts).
@@ -25,15 +25,17 @@ Only a row that could answer the recall on its own evidence lends (the quality g
 bar, `Gate.evident`, or an exact match): "the turn that matches says where to look" holds
 for a turn that matches, not for one that shares a common word — on a store of facts written
 one after another, a row holding only `project` lent 0.97 of its score to the unrelated facts
-stored beside it, which then outranked the answer (LoCoMo +0.0008 ± 0.0008, every other set
-unchanged). Lending runs after the episode boundary penalty, so a row never rises above the
-row it borrowed from.
+stored beside it, which then outranked the answer (measured:
+benchmarks/rounds/2026-12-01-round-06-fact-store.md). Lending runs after the episode
+boundary penalty, so a row never rises above the row it borrowed from.
 
 w = 1 − 2α by default, α the recall's cc weight of the vectors (½·G², G the agent's
 separation): the share of the ranking the vectors do not explain. Where neighbouring turns
-are close in vector space anyway (LongMemEval, JSQuAD: G ≈ 0.9, w ≈ 0.2) the vectors
-already carry a turn's context and little is lent; where turns of one conversation all
-look alike to the model (LoCoMo: G 0.26–0.58, w 0.66–0.93) adjacency is the evidence left.
+are close in vector space anyway (chats over many topics, encyclopaedia paragraphs: G near 1,
+w small) the vectors already carry a turn's context and little is lent; where turns of one
+conversation all look alike to the model (one long conversation between two people: G low,
+w near 1) adjacency is the evidence left (G per public set:
+benchmarks/rounds/2026-11-30-round-03-vector-weight.md).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ from cpersona.storage.scope import Scope
 #: Exclusion entries shorter than this exclude only exact equals.
 EXCLUDE_PREFIX_MIN = 32
 #: `cc` reads the memory keyword channel this many times deeper than `limit` (capped at 100)
-#: and reranks it with the cosine: the answer is often a keyword hit just below the top `limit`.
+#: and reranks it with the cosine: the answer is often a keyword hit just below the top `limit`
+#: (measured: benchmarks/rounds/2026-12-03-moved-from-code.md).
 CC_KEYWORD_DEPTH_FACTOR = 2
 #: The modes whose rows carry a fused score (any other mode, or a blank query, cascades).
 FUSED_MODES = ("rrf", "rsf", "cc")

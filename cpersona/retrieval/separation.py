@@ -9,15 +9,14 @@ Mann–Whitney probability): 0 when the vectors cannot tell a neighbour from any
 1 when every neighbour pair is closer than every random pair.
 
 On one long conversation between two people (LoCoMo), where every turn is about the same
-lives, the bundled model separates weakly (G ≈ 0.26–0.58 per agent); on personal-assistant
-chats over many topics (LongMemEval) and encyclopaedia paragraphs (JSQuAD) strongly
-(0.82–0.91).
+lives, the bundled model separates weakly; on personal-assistant chats over many topics
+(LongMemEval) and encyclopaedia paragraphs (JSQuAD) strongly (G and α per public set:
+benchmarks/rounds/2026-11-30-round-03-vector-weight.md).
 The weight of the vector evidence in `cc` follows it: α = ½ · G², G the separation. G is
 Somers' D, a rank correlation between "the vectors say close" and "related"; its square,
 like r² of a correlation, is the share of the ranking the vectors explain, and ½ makes α
 the equal-weight convex combination when the vectors separate perfectly and 0 when they
-separate nothing. Measured with the bundled model (benchmarks/README.md): LoCoMo agents
-α 0.03–0.17, the long haystack 0.25–0.37, LongMemEval 0.38, JSQuAD 0.41. Not measured
+separate nothing. Not measured
 here: how good the MODEL is on a corpus's questions (a stronger model on the same rows
 gets the same α; set CPERSONA_CC_ALPHA to override).
 """
@@ -34,7 +33,8 @@ from cpersona.index.vector_index import VectorIndex
 
 #: Row pairs of each kind sampled per measurement (cost: 2 × PAIRS dot products).
 PAIRS = 512
-#: α when the separation cannot be measured (the fixed α of earlier releases; benchmarks/README.md).
+#: α when the separation cannot be measured: the fixed α of earlier releases, the largest that
+#: gained on every public set (measured: benchmarks/rounds/2026-11-29-round-01-baseline.md).
 FALLBACK_ALPHA = 0.2
 #: The measurement is redone each time the agent's rows grow by this factor (`checkpoint`).
 GROWTH = 1.05

@@ -8,7 +8,7 @@ trigrams (の設定, エラー…) turn one recall into tens of thousands of bm2
 The frequency of a term is estimated from the trigram index itself through an `fts5vocab`
 table created in the connection's TEMP schema (the database file is not changed): a term
 matches at most as many rows as its rarest trigram. Counting a trigram's rows walks its
-posting list (~0.3 ms), so counts are cached per database file and table, and the cache is
+posting list, on every recall that asks, so counts are cached per database file and table, and the cache is
 dropped when the table has grown or shrunk by more than REFRESH_RATIO since it was filled.
 """
 
@@ -22,7 +22,8 @@ from cpersona.storage import Session
 #: Terms estimated in more than this share of rows are dropped…
 MAX_DF_RATIO = 0.2
 #: …but only on tables with at least this many rows: below it every query is fast anyway, and
-#: the trigram-based estimate is too coarse to pay for itself (at 2,000 it cost LoCoMo NDCG).
+#: the trigram-based estimate is too coarse to pay for itself (a lower bound cost LoCoMo
+#: NDCG: benchmarks/rounds/2026-12-03-moved-from-code.md).
 MIN_ROWS = 20000
 TRIGRAM = 3
 REFRESH_RATIO = 0.1

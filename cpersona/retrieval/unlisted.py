@@ -21,15 +21,13 @@ What the channel knows about a row it did not return, and what it gives it here:
 The ceiling is the most the row can score in the index, the rule `retrievers.complete_scores`
 applies to the trigram list; the coverage factor keeps a row holding only one common query
 word well below it. Exact bm25 of given rows is not read from FTS5: a MATCH restricted to
-rowids re-reads every term's doclist per row (~2.5 ms each).
+rowids re-reads every term's doclist for each row.
 
-On by default (CPERSONA_KEYWORD_CEILING=false turns it off). Measured with the bundled model
-(benchmarks/README.md, round 6), on vs off with the quality gate's names and identifiers rule
-in place: LongMemEval oracle NDCG@10 +0.0135 ± 0.0042, LoCoMo −0.0003 ± 0.0004 (its answerable
-questions answered empty 17 → 8), JSQuAD −0.0002 ± 0.0007, the long haystack −0.0020 ± 0.0020,
-SCALE 0; unanswerable questions of the pooled LongMemEval agent 2.77 → 2.64 rows each, 72.3 %
-→ 73.6 % empty. Without that rule it let the gate answer more of them (24.5 % → 20.4 %
-unanswered), and was off.
+On by default (CPERSONA_KEYWORD_CEILING=false turns it off): with the quality gate's names and
+identifiers rule in place it lifts LongMemEval's answer turns, moves no other public set
+beyond its noise and answers no more unanswerable questions; without that rule it let the
+gate answer more of them, and was off. Measured with the bundled model:
+benchmarks/rounds/2026-12-01-round-06-combined.md.
 """
 
 from __future__ import annotations

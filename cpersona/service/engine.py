@@ -4,6 +4,7 @@ It builds the layers below once — database, embedding gateway, resident indexe
 queue, calibration, operating context, update check — and the services over them, each a
 plain class given its collaborators in its constructor (none of them sees the Engine):
 
+    recall.RecallService      recall, recall_with_context, get_contents, a transport's head start
     writes.WriteService       store, archive_episode, update_memory   (the one write step)
     listing.ListingService    list_memories, list_episodes
     admin.AdminService        delete / lock / unlock, delete_agent_data, profiles
@@ -15,14 +16,14 @@ plain class given its collaborators in its constructor (none of them sees the En
 
 What they share comes as collaborators too: `steps.Steps` (another process's commits, the
 resident indexes, the operating context's project rules) and `placement.Placement` (where
-a written row's vector goes). `recall.RecallService` (recall, recall_with_context,
-get_contents) is still mixed in; it reads the collaborators through `ServiceBase`.
+a written row's vector goes).
 
 The Engine owns what is process-wide — the pools that embed queries and writes and run a
-recall's read jobs, the query prefetch, the pool-count cache, the background threads — and
-their lifecycle (`start_background`, `close`). Every tool is a method of the same name that
-delegates to its service (documented there), so the MCP tools (cpersona/mcp/tools/) and
-the CLI (cpersona/cli/) call `engine.store(...)` and only serialise what it returns.
+recall's read jobs, the query prefetch, the pool-count cache, the background threads (the
+services are handed the ones they use) — and their lifecycle (`start_background`, `close`).
+Every tool is a method of the same name that delegates to its service (documented there),
+so the MCP tools (cpersona/mcp/tools/) and the CLI (cpersona/cli/) call `engine.store(...)`
+and only serialise what it returns.
 Thread-safety: every public method may be called from any thread; network I/O (embedding)
 never happens while the write lock is held.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from cpersona.calibration.runner import Calibration
 from cpersona.config import Settings
@@ -54,15 +56,26 @@ from cpersona.service.identity import IdentityService
 from cpersona.service.importing import ImportService
 from cpersona.service.listing import ListingService
 from cpersona.service.merging import MergeService
-from cpersona.service.outcomes import AgentErased, ArchiveResult, Profile, ProfileUpdate, Report, RowChange, StoreResult
+from cpersona.service.outcomes import (
+    AgentErased,
+    ArchiveResult,
+    Profile,
+    ProfileUpdate,
+    RecallResult,
+    Report,
+    RowChange,
+    StoreResult,
+)
 from cpersona.service.placement import Placement
 from cpersona.service.prefetch import QueryPrefetch
 from cpersona.service.quality import QualityService
 from cpersona.service.recall import PoolCounts, RecallService
+from cpersona.service.requests import RecallRequest
 from cpersona.service.status import StatusService
 from cpersona.service.steps import Steps
 from cpersona.service.writes import WriteService
 from cpersona.storage.backend import open_database
+from cpersona.storage.scope import Scope
 from cpersona.updates.checker import UpdateCheck
 
 _UNSET: object = object()
@@ -77,7 +90,7 @@ class _IndexAccess:
         self.current = steps.indexes
 
 
-class Engine(RecallService):
+class Engine:
     """The memory server's service layer over one database.
 
     Args:
@@ -130,7 +143,7 @@ class Engine(RecallService):
             self.start_background()
 
     def _start_pools(self) -> None:
-        """The process-wide pools and caches (recall's are read by RecallService)."""
+        """The process-wide pools and caches (the services are handed the ones they use)."""
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpersona-query-embed")
         self._prefetch = QueryPrefetch()
         #: the embeddings of writes, apart from the queries' (which must not queue behind a burst of stores)
@@ -145,6 +158,8 @@ class Engine(RecallService):
         settings, db, gateway, resident, queue, pause = (self.settings, self.db, self.gateway, self.resident,
                                                          self.queue, self.pause)
         self.placement = Placement(resident, queue)
+        self.recalls = RecallService(settings, db, gateway, self.calibration, pause, self.updates, self.steps,
+                                     self._query_pool, self._read_pool, self._prefetch, self._pool_counts)
         self.writes = WriteService(settings, db, gateway, queue, pause, self.steps, self.placement, self._write_pool)
         self.listing = ListingService(settings, db, self.steps)
         self.admin = AdminService(settings, db, resident, pause, self.calibration)
@@ -235,6 +250,24 @@ class Engine(RecallService):
         self._write_pool.shutdown(wait=True)
         self._read_pool.shutdown(wait=True)
         self.db.close()
+
+    # ------------------------------------------------------ reads (recall.py)
+    def recall(self, req: RecallRequest, trace: dict | None = None, preview_rows: bool = False,
+               full_content: bool = False, verbose: bool | None = None) -> RecallResult:
+        return self.recalls.recall(req, trace, preview_rows, full_content, verbose)
+
+    def recall_with_context(self, req: RecallRequest, external_context: object = None, preview_rows: bool = False,
+                            full_content: bool = False, verbose: bool | None = None) -> dict[str, Any]:
+        return self.recalls.recall_with_context(req, external_context, preview_rows, full_content, verbose)
+
+    def get_contents(self, agent_id: object, refs: object) -> dict[str, Any]:
+        return self.recalls.get_contents(agent_id, refs)
+
+    def prefetch_query_vector(self, query: object) -> bool:
+        return self.recalls.prefetch_query_vector(query)
+
+    def pool_size(self, scope: Scope) -> int:
+        return self.recalls.pool_size(scope)
 
     # ----------------------------------------------------- writes (writes.py)
     def store(self, agent_id: object, content: object, **message: object) -> StoreResult:

@@ -57,7 +57,7 @@ def word_lane(embedding: bool, worker_process: bool) -> Lane:
     """Where a recall runs the word half of its keyword channel: beside the trigram MATCH when
     CPUs are to spare or no query is embedded; on the recall's thread when the query is embedded
     in another process, whose waiting thread would otherwise only hold the word half back; else
-    queued behind the embedding."""
+    queued behind the embedding (measured: benchmarks/rounds/2026-12-03-moved-from-code.md)."""
     if not embedding or CPUS >= 3:
         return "beside"
     return "inline" if worker_process else "after_vector"

@@ -34,7 +34,8 @@ MAX_PENDING = 2
 #: Seconds a prefetched embedding waits for its recall (the SDK dispatches a request in ~1 ms).
 TTL_S = 1.0
 #: Longer queries are not prefetched: their embedding takes far longer than the head start saves
-#: (the SDK's parsing and dispatch of the request), and refused ones would hold the model.
+#: (the SDK's parsing and dispatch of the request), and refused ones would hold the model
+#: (measured: benchmarks/rounds/2026-12-03-moved-from-code.md).
 MAX_CHARS = 256
 
 

@@ -20,32 +20,41 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar, cast
 
+from cpersona.calibration.runner import Calibration
+from cpersona.config import Settings
+from cpersona.embedding.gateway import EmbeddingGateway
 from cpersona.errors import InvalidArgument, StorageUnavailable
 from cpersona.policy import validate
+from cpersona.policy.pause import Pause
 from cpersona.retrieval import contents
 from cpersona.retrieval.fetch import Indexes
 from cpersona.retrieval.pipeline import Answer
 from cpersona.retrieval.pipeline import recall as run_pipeline
 from cpersona.retrieval.plan import RecallPlan
 from cpersona.service import answers, conversation, prefetch
-from cpersona.service.base import ServiceBase
 from cpersona.service.fetcher import QueryVector, ReadThreads, RecallFetch, word_lane
 from cpersona.service.outcomes import RecallResult
 from cpersona.service.requests import RecallRequest
+from cpersona.service.steps import Steps
 from cpersona.storage import Database
 from cpersona.storage.scope import Scope
+from cpersona.updates.checker import UpdateCheck
 from cpersona.util.words import visible
 
 log = logging.getLogger(__name__)
 
+#: A recall's answer before its previews: `RecallResult`, or recall_with_context's merged one.
+Shaped = TypeVar("Shaped", bound=Mapping[str, Any])
+
 
 class PoolCounts:
     """The gate's pool count per scope, cached until the file's change stamp moves (a COUNT
-    over an agent's rows on every recall otherwise)."""
+    over an agent's rows on every recall otherwise; benchmarks/rounds/2026-12-03-moved-from-code.md)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -70,14 +79,28 @@ class PoolCounts:
         return cached
 
 
-class RecallService(ServiceBase):
-    """The read tools; mixed into `Engine` (which sets `_query_pool`, `_prefetch`, `_read_pool`
-    and `_pool_counts`)."""
+@dataclass(frozen=True, eq=False)
+class RecallService:
+    """The read tools over the engine's collaborators. Thread-safe: every method may be called
+    from any thread (the pools and caches below are shared by every recall of the process)."""
 
-    _query_pool: ThreadPoolExecutor
-    _prefetch: prefetch.QueryPrefetch
-    _read_pool: ThreadPoolExecutor
-    _pool_counts: PoolCounts
+    settings: Settings
+    db: Database
+    gateway: EmbeddingGateway
+    calibration: Calibration
+    pause: Pause
+    updates: UpdateCheck
+    steps: Steps
+    #: the process-wide pool that embeds queries (owned by `Engine`; apart from the writes' pool,
+    #: so a query never queues behind a burst of stores)
+    query_pool: ThreadPoolExecutor
+    #: a recall's other read connections (the word index's MATCH and the vector retriever beside
+    #: the trigram MATCH), two per recall (owned by `Engine`)
+    read_pool: ThreadPoolExecutor
+    #: the query embeddings a transport started ahead of their recall (`prefetch_query_vector`)
+    prefetch: prefetch.QueryPrefetch
+    #: the gate's pool count per scope, cached until the file changes
+    pool_counts: PoolCounts
 
     def recall(self, req: RecallRequest, trace: dict | None = None, preview_rows: bool = False,
                full_content: bool = False, verbose: bool | None = None) -> RecallResult:
@@ -91,17 +114,20 @@ class RecallService(ServiceBase):
         separates words. The operating context's project rules apply to project_id.
 
         Raises InvalidArgument for a malformed request (limit outside 0..100, …)."""
-        def run(project: str | None) -> RecallResult:
-            out = self._recall(replace(req, project_id=project), trace, self._verbose(verbose))
+        def run(project: object) -> RecallResult:
+            out = self._recall(replace(req, project_id=_project(project)), trace, self._verbose(verbose))
             return self._previews(out, preview_rows, full_content)
 
-        return self.gated("recall", req.agent_id, req.project_id, False, run)
+        return self.steps.gated("recall", req.agent_id, req.project_id, False, run)
 
     def _verbose(self, verbose: bool | None) -> bool | None:
         return None if verbose is None else verbose or self.settings.recall_verbose
 
-    def _previews(self, out: Any, preview_rows: bool, full_content: bool) -> Any:
-        return answers.previews(out, self.settings.recall_preview_chars, full_content) if preview_rows else out
+    def _previews(self, out: Shaped, preview_rows: bool, full_content: bool) -> Shaped:
+        """`out` with the preview tier applied when `preview_rows` (service/answers.py)."""
+        if not preview_rows:
+            return out
+        return cast(Shaped, answers.previews(dict(out), self.settings.recall_preview_chars, full_content))
 
     def _recall(self, req: RecallRequest, trace: dict | None = None, verbose: bool | None = None) -> RecallResult:
         req = replace(req, query=validate.query(req.query))
@@ -111,11 +137,12 @@ class RecallService(ServiceBase):
         invisible = req.query.strip() != "" and not visible(req.query)
         if invisible:  # only format characters (U+200B…): store refuses such text as empty
             req = replace(req, query="")
-        self.refresh_if_changed()
+        self.steps.refresh_if_changed()
         self.gateway.wait_for_backend(self.settings.model_wait_seconds)
         vector = self._query_vector(req.query)
         # the resident indexes first: loading them may find a new model, which makes the agent's gate stale
-        indexes = Indexes.of(self.indexes()) if vector.pending is not None and self.gateway.dim is not None else None
+        vectors = vector.pending is not None and self.gateway.dim is not None
+        indexes = Indexes.of(self.steps.indexes()) if vectors else None
         agent_gate = self.calibration.gate_for(req.agent_id)
         answer = self._answer(req, vector, indexes, RecallPlan.of(self.settings, agent_gate))
         if trace is not None:
@@ -148,17 +175,21 @@ class RecallService(ServiceBase):
         if busy is not None:
             late = f"the embedding backend has not answered for {busy[0]:.0f} s (CPERSONA_EMBED_WAIT_SECS {wait:g} s)"
             return QueryVector(None, wait, mode, late)
-        pending = self._prefetch.take(text) or self._query_pool.submit(self.gateway.embed_query, text)
+        pending = self.prefetch.take(text) or self.query_pool.submit(self.gateway.embed_query, text)
         return QueryVector(pending, wait, mode)
 
     def _answer(self, req: RecallRequest, vector: QueryVector, indexes: Indexes | None, plan: RecallPlan) -> Answer:
         """The pipeline's answer, read through this recall's fetcher (service/fetcher.py)."""
         pending = vector.pending
-        threads = ReadThreads(self.db, self._read_pool) if self.db.parallel_reads else None
+        threads = ReadThreads(self.db, self.read_pool) if self.db.parallel_reads else None
         lane = word_lane(pending is not None, bool(getattr(self.gateway.embedder, "worker_pid", None)))
         with self.db.read() as s:
-            fetcher = RecallFetch(s, vector, indexes, lambda: Indexes.of(self.indexes()), self.pool_size, threads, lane)
+            fetcher = RecallFetch(s, vector, indexes, self._current_indexes, self.pool_size, threads, lane)
             return run_pipeline(fetcher, plan, req.question())
+
+    def _current_indexes(self) -> Indexes | None:
+        """The resident indexes as the fetcher reads them, loaded now if need be (None: none yet)."""
+        return Indexes.of(self.steps.indexes())
 
     def prefetch_query_vector(self, query: object) -> bool:
         """The head start a transport gives a recall (module doc): start embedding `query` (the
@@ -177,13 +208,13 @@ class RecallService(ServiceBase):
         if getattr(backend, "in_flight", lambda: None)() is not None:
             return False  # busy (a store's batch, another query): a head start would only queue
         try:
-            return self._prefetch.start(text, lambda t: self._query_pool.submit(self.gateway.embed_query, t))
+            return self.prefetch.start(text, lambda t: self.query_pool.submit(self.gateway.embed_query, t))
         except RuntimeError:  # the engine is closing: its pools take no more work
             return False
 
     def pool_size(self, scope: Scope) -> int:
         """Memories + episodes in `scope` (the gate's pool), cached until the file changes."""
-        return self._pool_counts.get(self.db, scope)
+        return self.pool_counts.get(self.db, scope)
 
     def _count_recalled(self, req: RecallRequest, answer: Answer) -> None:
         """The recall_count bump of the returned memories (confidence on, not deep, not a
@@ -199,28 +230,34 @@ class RecallService(ServiceBase):
         except Exception as err:  # noqa: BLE001 — a missed bump must not fail the recall; it is logged
             log.warning("recall_count bump failed: %s", err)
 
-    def recall_with_context(self, req: RecallRequest, external_context: Any = None, preview_rows: bool = False,
+    def recall_with_context(self, req: RecallRequest, external_context: object = None, preview_rows: bool = False,
                             full_content: bool = False, verbose: bool | None = None) -> dict[str, Any]:
         """Recall merged with the caller's conversation: every context entry's text is
         excluded from the recall, then user/assistant entries are appended and everything is
         sorted chronologically (timestamp ascending; "" first) — service/conversation.py."""
         entries = conversation.parse_context(external_context)
 
-        def run(project: str | None) -> dict[str, Any]:
-            merged = replace(req, project_id=project,
+        def run(project: object) -> dict[str, Any]:
+            merged = replace(req, project_id=_project(project),
                              exclude_contents=tuple(req.exclude_contents) + conversation.exclusions(entries))
             out = conversation.merge(self._recall(merged, verbose=self._verbose(verbose)), entries)
             return self._previews(out, preview_rows, full_content)
 
-        return self.gated("recall_with_context", req.agent_id, req.project_id, False, run)
+        return self.steps.gated("recall_with_context", req.agent_id, req.project_id, False, run)
 
-    def get_contents(self, agent_id: Any, refs: Any) -> dict[str, Any]:
+    def get_contents(self, agent_id: object, refs: object) -> dict[str, Any]:
         """Full text of preview refs `mem:<id>` / `ep:<id>` owned by `agent_id`, within
         contents.CONTENTS_BUDGET; refs past the budget come back in `deferred`."""
         agent = validate.identifier("agent_id", agent_id)
         parsed = contents.parse_refs(refs)
         with self.db.read() as s:
             return contents.get_contents(s, agent or "", parsed)
+
+
+def _project(project: object) -> str | None:
+    """The project the operating context resolved, or the caller's argument unchanged: checked
+    with the rest of the request (`_check_request`), after the query."""
+    return cast("str | None", project)
 
 
 def _check_request(req: RecallRequest) -> None:

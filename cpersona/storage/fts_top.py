@@ -1,8 +1,9 @@
 """The best matches of an FTS5 MATCH by bm25, without scoring every match.
 
-FTS5 computes bm25 (https://www.sqlite.org/fts5.html, "bm25") for each matching row
-(~2 µs: the row's position lists and its length), so an OR of common words costs tens of
-milliseconds at 100k rows although only the best few rows are wanted. `best` returns the
+FTS5 computes bm25 (https://www.sqlite.org/fts5.html, "bm25") for each matching row (from
+the row's position lists and its length), so an OR of common words costs a score per
+matching row although only the best few rows are wanted (measured:
+benchmarks/rounds/2026-11-30-round-03-latency.md). `best` returns the
 same rows, order and scores as `SELECT rowid, rank … ORDER BY rank, rowid LIMIT depth`, while
 scoring far fewer rows, by the MaxScore argument (Turtle & Flood, "Query evaluation:
 strategies and optimizations", IP&M 1995):

@@ -176,8 +176,9 @@ def _words_lacking(conn: sqlite3.Connection) -> bool:
     (its `_docsize` shadow table holds one row per indexed row,
     https://www.sqlite.org/fts5.html#the_columnsize_option), nothing lacks — a lacking row
     would need an orphan row of a deleted memory to balance it, and the delete trigger
-    removes those. Each COUNT(*) walks the leaf pages of the smallest b-tree (~2 ms at 100k
-    rows); only when the counts differ are the memories compared row by row (~80 ms)."""
+    removes those. Each COUNT(*) walks the leaf pages of the smallest b-tree; only when the
+    counts differ are the memories compared row by row (measured:
+    benchmarks/rounds/2026-11-30-round-03-latency.md)."""
     if _missing(conn, "table", WORD_TABLES) or _missing(conn, "trigger", WORD_TRIGGERS):
         return True
     if _exists(conn, "table", WORD_DOCSIZE):
@@ -212,8 +213,8 @@ def index_words(conn: sqlite3.Connection, fts: bool = True) -> int:
     health check's repair after emptying the index). When the index was written in an older
     form (`_word_form_stale`), it is emptied first and every memory re-tokenised; this runs
     inside the migration's one exclusive transaction, so a process killed midway leaves the
-    old index and the old form record, and the next open starts over (~10 s per 100k short
-    rows on a loaded 2-core machine, benchmarks/README.md). Returns the memories indexed."""
+    old index and the old form record, and the next open starts over (seconds per 100k short
+    rows: benchmarks/rounds/2026-12-03-moved-from-code.md). Returns the memories indexed."""
     if _word_form_stale(conn):
         conn.execute(f"DROP TABLE IF EXISTS {next(iter(WORD_TABLES))}")
     for ddl in (*WORD_TABLES.values(), *WORD_TRIGGERS.values()):

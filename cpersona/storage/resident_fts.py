@@ -3,9 +3,9 @@ order and scores FTS5 gives (`fts_top.prefixes`), without FTS5 reading and scori
 match. The word index (`resident_words.py`) and the memories' trigram index
 (`resident_trigrams.py`) are held; this module has what they share.
 
-Why: at 10k rows each keyword MATCH of a recall costs ~3 ms of CPU, at 100k ~30 ms (FTS5
-reads every phrase's doclist twice — to match, and to count it for the idf — and looks up
-each matching row's size): the two MATCHes were the largest part of a recall.
+Why: FTS5 reads every phrase's doclist twice — to match, and to count it for the idf — and
+looks up each matching row's size, so the two keyword MATCHes were the largest part of a
+recall's CPU (measured: benchmarks/rounds/2026-12-01-round-08-held-fts.md).
 
 What is held is read from FTS5 itself, never re-derived: the index's own tokens, rows and
 positions (its `fts5vocab` 'row' and 'instance' tables: `instances`), each row's token
@@ -16,7 +16,7 @@ current change stamp (`Database.change_stamp`: this process's writes and any oth
 connection's commits), so an answer never comes from an older state of the file. Until the
 rebuild — started when recall has found the snapshot stale more than ASKED_BEFORE_BUILD
 times at one stamp, once the file has been quiet for QUIET_S (and as long as the last build
-took: ~0.4 s of CPU at 10k rows, ~6 s at 100k) — recall asks FTS5.
+took) — recall asks FTS5.
 
 bm25 exactly as FTS5 computes it (sqlite/ext/fts5/fts5_aux.c, fts5Bm25Function, k1 = 1.2,
 b = 0.75): for each phrase i in query order, idf_i = ln((N − n_i + 0.5) / (n_i + 0.5)), 1e-6

@@ -3,8 +3,8 @@
 A recall asks the same small questions of the store several times over one read session (the
 memories table's size for each idf and pruning bound, ~5 times; the episode boundary twice).
 Each statement is cheap, but each hands the interpreter lock to another thread and waits to
-get it back (a recall runs beside its own side jobs): ~0.16 ms per recall at 10k rows for
-the sizes alone (`latency_pair.py`, benchmarks/README.md round 15). A session is one
+get it back (a recall runs beside its own side jobs; measured with `latency_pair.py`:
+benchmarks/rounds/2026-12-02-round-15-token-sets.md). A session is one
 `Database.read()` block, so an answer is kept for at most one recall's reads; inside a write
 transaction nothing is kept (the session's own writes may change the answer).
 """

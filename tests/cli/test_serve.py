@@ -214,7 +214,7 @@ def test_the_model_runs_in_one_worker_process_that_ends_with_the_server(tmp_path
 
 
 def test_serve_help_documents_the_transport_host_and_port_flags(capsys):
-    from cpersona.cli.main import main
+    from cpersona.cli.commands import main
 
     assert main(["serve", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
@@ -224,7 +224,7 @@ def test_serve_help_documents_the_transport_host_and_port_flags(capsys):
 
 
 def test_serve_flags_win_over_the_environment_and_absent_flags_keep_it():
-    from cpersona.cli.main import build_parser
+    from cpersona.cli.commands import build_parser
     from cpersona.cli.serve import with_flags
     from cpersona.config import Settings
 

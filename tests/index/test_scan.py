@@ -20,7 +20,7 @@ def _unit_rows(rng: np.random.Generator, rows: int, dim: int = 512) -> np.ndarra
 
 @pytest.fixture
 def one_blas_thread():
-    """The server's BLAS (cli/main.py caps it at CPERSONA_EMBEDDING_THREADS, default 1)."""
+    """The server's BLAS (cli/commands.py caps it at CPERSONA_EMBEDDING_THREADS, default 1)."""
     with threadpool_limits(limits=1, user_api="blas"):
         assert scan.blas_threads() == 1
         yield

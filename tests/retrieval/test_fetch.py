@@ -42,7 +42,7 @@ def test_a_serial_fetch_answers_as_the_recall_services_fetcher(eng, query):
     qvec = eng.gateway.embed_query(query) if query else None
     plan = RecallPlan.of(eng.settings, eng.calibration.gate_for("a"))
     with eng.db.read() as s:
-        answer = pipeline.recall(SerialFetch(s, qvec, Indexes.of(eng.indexes())), plan, req.question())
+        answer = pipeline.recall(SerialFetch(s, qvec, Indexes.of(eng.steps.indexes())), plan, req.question())
     assert [c.ref for c in reversed(answer.rows)] == served
     assert answer.trace["channels"] == trace["channels"]
     assert answer.trace.get("alternatives") == trace.get("alternatives") == (2 if " or " in query else None)

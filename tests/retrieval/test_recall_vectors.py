@@ -198,7 +198,7 @@ def test_second_engine_on_same_file_is_seen_by_vector_search(http_engine_factory
     first = http_engine_factory("shared.db")
     second = http_engine_factory("shared.db")
     assert recall(first, "running marathons", deep=True)["messages"] == []
-    assert first.indexes() is not None  # resident index loaded
+    assert first.steps.indexes() is not None  # resident index loaded
 
     assert second.store("a", "marathon training plan for runners")["embedded"] is True
     msgs = recall(first, "running marathons", deep=True)["messages"]

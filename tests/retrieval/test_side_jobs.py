@@ -31,8 +31,8 @@ def test_side_jobs_answer_as_the_recall_thread_alone(tmp_path, monkeypatch):
             eng.store("a", text)
         assert eng.db.parallel_reads
         offered: list = []
-        submit = eng._read_pool.submit
-        monkeypatch.setattr(eng._read_pool, "submit", lambda fn, *a: offered.append(fn) or submit(fn, *a))
+        submit = eng.recalls.read_pool.submit
+        monkeypatch.setattr(eng.recalls.read_pool, "submit", lambda fn, *a: offered.append(fn) or submit(fn, *a))
         beside = answers(eng)
         assert len(offered) == len(QUERIES)  # one word-index job per recall (no vectors here)
         monkeypatch.setattr(Database, "parallel_reads", property(lambda self: False))
@@ -48,7 +48,7 @@ def test_a_job_no_worker_starts_is_run_by_the_recall(tmp_path, monkeypatch):
             eng.store("a", text)
         want = answers(eng)
         never_started: list[Future] = []
-        monkeypatch.setattr(eng._read_pool, "submit", lambda fn, *a: never_started.append(Future()) or never_started[-1])
+        monkeypatch.setattr(eng.recalls.read_pool, "submit", lambda fn, *a: never_started.append(Future()) or never_started[-1])
         assert answers(eng) == want
         assert never_started and all(f.cancelled() for f in never_started)
     finally:
@@ -102,7 +102,7 @@ def test_a_job_after_a_vector_already_there_runs_on_a_worker(engine_http):
     worker, never on the recall's own thread while it offers it."""
     done: Future = Future()
     done.set_result(None)
-    ran = ReadThreads(engine_http.db, engine_http._read_pool).after(done, lambda _session: threading.get_ident())
+    ran = ReadThreads(engine_http.db, engine_http.recalls.read_pool).after(done, lambda _session: threading.get_ident())
     assert ran.result(timeout=10) != threading.get_ident()
 
 

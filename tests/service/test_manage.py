@@ -140,9 +140,9 @@ def test_delete_memory_forgets_vector_and_queued_task(http_engine_factory, fake_
     eng = http_engine_factory(task_queue_enabled=False)
     kept = eng.store("a", "marathon training plan for runners")["id"]
     assert eng.recall(RecallRequest("a", "running marathons", deep=True))["messages"]
-    assert len(eng.indexes()["memories"]) == 1
+    assert len(eng.steps.indexes()["memories"]) == 1
     assert eng.delete_memory(kept)["ok"] is True
-    assert len(eng.indexes()["memories"]) == 0
+    assert len(eng.steps.indexes()["memories"]) == 0
     fake_embed.fail = True
     queued = eng.store("a", "stored while down")["id"]
     assert len(tasks(eng)) == 1
@@ -223,9 +223,9 @@ def test_delete_agent_data_drops_resident_vectors(engine_http):
     eng.store("a", "marathon training plan for runners")
     eng.store("b", "marathon training plan for runners")
     assert eng.recall(RecallRequest("a", "running marathons", deep=True))["messages"]
-    assert len(eng.indexes()["memories"]) == 2
+    assert len(eng.steps.indexes()["memories"]) == 2
     eng.delete_agent_data("a")
-    assert len(eng.indexes()["memories"]) == 1
+    assert len(eng.steps.indexes()["memories"]) == 1
     assert eng.recall(RecallRequest("a", "running marathons", deep=True))["messages"] == []
     assert eng.recall(RecallRequest("b", "running marathons", deep=True))["messages"]
 

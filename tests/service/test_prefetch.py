@@ -88,7 +88,7 @@ def test_recall_takes_the_prefetched_embedding_instead_of_embedding_again(http_e
     assert eng.prefetch_query_vector("when is the deploy?")
     rows = eng.recall(RecallRequest("kai", "when is the deploy?", 5))["messages"]
     assert fake_embed.requests - before == 1
-    assert len(eng._prefetch) == 0
+    assert len(eng.recalls.prefetch) == 0
     assert rows and "thursday" in rows[-1]["content"]
 
 
@@ -108,7 +108,7 @@ def test_a_query_the_recall_would_not_embed_starts_nothing(engine_http, fake_emb
     assert engine_http.gateway.wait_for_backend(10)
     before = fake_embed.requests
     assert not engine_http.prefetch_query_vector(query)
-    assert fake_embed.requests == before and len(engine_http._prefetch) == 0
+    assert fake_embed.requests == before and len(engine_http.recalls.prefetch) == 0
 
 
 def test_nothing_is_started_without_a_backend_or_after_close(engine_none, http_engine_factory):
@@ -145,7 +145,7 @@ def test_concurrent_prefetches_and_recalls_each_embed_once(http_engine_factory, 
     for t in threads:
         t.join(60)
     assert fake_embed.requests - before == len(queries)
-    assert len(eng._prefetch) == 0
+    assert len(eng.recalls.prefetch) == 0
 
 
 def test_a_flood_of_queries_no_recall_takes_starts_a_bounded_number_of_embeddings(http_engine_factory, fake_embed):
@@ -166,7 +166,7 @@ def test_a_prefetch_that_failed_is_not_what_a_later_recall_answers_from(http_eng
     assert eng.gateway.wait_for_backend(10)
     fake_embed.fail = True
     assert eng.prefetch_query_vector("when is the deploy?")
-    assert wait_until(lambda: all(f.done() for _, f in eng._prefetch._pending.values()))
+    assert wait_until(lambda: all(f.done() for _, f in eng.recalls.prefetch._pending.values()))
     fake_embed.fail = False
     eng.gateway.embed_query("something else")  # the backend answers again
     out = eng.recall(RecallRequest("kai", "when is the deploy?", 5), verbose=True)

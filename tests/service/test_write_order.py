@@ -22,7 +22,7 @@ def test_racing_updates_leave_the_committed_vector_in_the_index(tmp_path):
     eng = make(tmp_path / "race.db")
     try:
         mid = eng.store("a", "original text of the row")["id"]
-        eng.indexes()  # load the resident index, so updates change it
+        eng.steps.indexes()  # load the resident index, so updates change it
         first_in_index, second_done = threading.Event(), threading.Event()
         real_add = eng.resident.add
 
@@ -41,7 +41,7 @@ def test_racing_updates_leave_the_committed_vector_in_the_index(tmp_path):
         first.join(10)
         content = sqlite3.connect(eng.settings.db_file).execute("SELECT content FROM memories WHERE id = ?", (mid,)).fetchone()[0]
         assert content == "bravo my tax return is due"  # the second update committed last
-        cos = eng.indexes()["memories"].cosines(fake_vector(content), [mid])
+        cos = eng.steps.indexes()["memories"].cosines(fake_vector(content), [mid])
         assert cos[mid] == pytest.approx(1.0, abs=1e-5)
     finally:
         eng.close()

@@ -199,20 +199,20 @@ def test_a_store_on_one_node_is_found_by_vector_on_another(nodes):
     a, b = nodes(), nodes()
     assert a.store("agent", "the lighthouse keeper feeds seven cats")["embedded"] is True
     b.recall(RecallRequest(agent_id="agent", query="lighthouse keeper"))  # B learns the dimension, loads its index
-    assert b.indexes() is not None and len(b.indexes()["memories"]) == 1
+    assert b.steps.indexes() is not None and len(b.steps.indexes()["memories"]) == 1
     version = b.db.data_version()
     stored = a.store("agent", "orbital mechanics of comet tails")
     assert wait_until(lambda: b.db.data_version() != version, timeout=10)
     trace: dict = {}
-    out = b._recall(RecallRequest(agent_id="agent", query="orbital mechanics of comet tails"), trace)
+    out = b.recalls._recall(RecallRequest(agent_id="agent", query="orbital mechanics of comet tails"), trace)
     best = out["messages"][-1]
     assert best["ref"] == f"mem:{stored['id']}" and "vector" in best["match_reason"]["retrievers"]
-    assert len(b.indexes()["memories"]) == 2  # applied incrementally, not reloaded from scratch
+    assert len(b.steps.indexes()["memories"]) == 2  # applied incrementally, not reloaded from scratch
     version = b.db.data_version()
     a.delete_memory(stored["id"])
     assert wait_until(lambda: b.db.data_version() != version, timeout=10)
-    b.refresh_if_changed()
-    assert len(b.indexes()["memories"]) == 1
+    b.steps.refresh_if_changed()
+    assert len(b.steps.indexes()["memories"]) == 1
 
 
 def test_tasks_are_claimed_once_and_survive_a_dead_node(url):

@@ -107,10 +107,11 @@ class Transfer(Protocol):
         """Rows of `table`."""
 
     def max_id(self, table: str) -> int:
-        """Largest id of `table` (0 when empty)."""
+        """Largest key of `table` (storage/transfer.py: `key`, its id or its entity; 0 when empty)."""
 
     def rows(self, table: str, after_id: int, limit: int) -> list[tuple]:
-        """Rows with id > after_id, in id order, as tuples of storage/transfer.py: COLUMNS[table]."""
+        """Rows with a key > after_id, in key order (at most `limit` ids: of entities for the tables
+        keyed by entity, whose every row comes along), as tuples of storage/transfer.py: COLUMNS[table]."""
 
     def insert_rows(self, table: str, rows: list[tuple]) -> int:
         """Insert rows with their ids; rows whose id exists are skipped. How many went in."""

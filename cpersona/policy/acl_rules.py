@@ -113,9 +113,9 @@ def _merge(args: Mapping[str, Any], facts: CallFacts) -> list[Demand]:
 
 _READS = ("recall", "recall_with_context", "get_contents", "get_profile", "get_recall_precision",
           "list_memories", "list_episodes", "traverse")
-_WRITES = ("store", "declare_associations", "update_profile", "archive_episode", "update_memory", "lock_memory", "unlock_memory",
-           "delete_memory", "delete_episode", "delete_agent_data", "calibrate_threshold", "set_recall_precision",
-           "migrate_channel_axis")
+_WRITES = ("store", "declare_associations", "update_profile", "archive_episode", "update_memory", "lock_memory",
+           "unlock_memory", "delete_memory", "delete_episode", "delete_agent_data", "calibrate_threshold",
+           "set_recall_precision", "migrate_channel_axis")
 
 #: The classification of every tool (see the module docstring).
 RULES: dict[str, Rule] = {

@@ -119,6 +119,11 @@ class AssociationRepo:
             "DELETE FROM entity_mentions WHERE entity_id = ? AND ref = ? "
             "AND entity_id IN (SELECT id FROM entities WHERE agent_id = ?)", (entity_id, ref, agent)).rowcount
 
+    def forget(self, agent: str) -> None:
+        """Delete every entity (its aliases and mentions follow by trigger) and relation of `agent`."""
+        for table in ("entities", "relations"):
+            self.conn.execute(f"DELETE FROM {table} WHERE agent_id = ?", (agent,))
+
     # ------------------------------------------------------------------ reads
     def find(self, scope: Scope, normalized: str) -> list[int]:
         """Ids of the entities inside `scope` named or aliased `normalized`, lowest first."""

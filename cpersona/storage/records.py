@@ -176,3 +176,7 @@ class Graph:
 
     def __bool__(self) -> bool:
         return bool(self.entities or self.mentions or self.relations)
+
+    def counts(self) -> dict[str, int]:
+        """{entities, mentions, relations}."""
+        return {"entities": len(self.entities), "mentions": len(self.mentions), "relations": len(self.relations)}

@@ -23,9 +23,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import MCP_SCENARIO_TIMEOUT, new_engine, wait_until
+from conftest import FIXTURES, MCP_SCENARIO_TIMEOUT, new_engine, wait_until
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 RELEASES = {"original-2.5.4": "CPERSONA_ORIGINAL_254", "original-2.6.14": "CPERSONA_ORIGINAL_2614"}
 
 

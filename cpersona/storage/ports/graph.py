@@ -38,6 +38,9 @@ class Associations(Protocol):
     def retract_mention(self, agent: str, entity_id: int, ref: str) -> int:
         """Delete the mention of the agent's entity by `ref`; rows deleted."""
 
+    def forget(self, agent: str) -> None:
+        """Delete every entity and relation of `agent` (with the entities' aliases and mentions)."""
+
     def find(self, scope: Scope, normalized: str) -> list[int]:
         """Ids of the entities inside `scope` named or aliased `normalized`, lowest first."""
 

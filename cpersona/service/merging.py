@@ -12,8 +12,8 @@ Merge rules (the original's, written as one journaled bulk operation):
 * a vector is carried only when the active model made it (a row still waiting for its
   re-embedding is queued instead);
 * `mode` "move" deletes exactly the source rows that were copied, after the commit point;
-  the source's queued tasks, calibration and declared associations are removed only when
-  nothing is left of it;
+  the source's queued tasks and calibration are removed only when nothing is left of it, and
+  its declared associations then too, when every one of them was carried;
 * the source's declared associations are carried to the target with the commit point, pointed
   at the copies (or at the target's equal rows a duplicate was skipped for: service/carrying.py).
 """
@@ -62,6 +62,7 @@ class _Merge:
     move: bool
     graph: Graph
     refs: dict[str, str] = field(default_factory=dict)  # source record ref → the ref of its copy (or equal row)
+    graph_whole: bool = True  # every declaration of the source was carried
 
 
 def _equal(s: Session, table: str, row: dict[str, Any], target: str) -> int | None:
@@ -147,7 +148,7 @@ class MergeService:
                     "error": f"merge aborted and {undone}: {type(err).__name__}: {err}"}
         self.queue.notify()
         if mode == "move":
-            self._after_move(source, out)
+            self._after_move(source, out, ctx.graph_whole)
         return out
 
     def _merge_one(self, s: Session, op: int, table: str, row: dict[str, Any], ctx: _Merge) -> None:
@@ -188,6 +189,7 @@ class MergeService:
         if ctx.graph:
             carried = carry(s.associations, ctx.graph, ctx.refs, utc_now_iso(), ctx.target)
             ctx.out["associations"] = carried.counts()
+            ctx.graph_whole = not carried.notes()
             if carried.notes():
                 ctx.out["associations_note"] = " ".join(carried.notes())
 
@@ -207,9 +209,9 @@ class MergeService:
         if ctx.move:
             s.journal.note(op, "delete", "profiles", row["id"])
 
-    def _after_move(self, source: str, out: dict[str, Any]) -> None:
+    def _after_move(self, source: str, out: dict[str, Any], graph_whole: bool) -> None:
         """Report what is left at the source; tear its queue rows and calibration down only
-        when nothing is left."""
+        when nothing is left — and its declarations when they all arrived at the target too."""
         with self.db.write() as s:
             left = s.bulk.left(source)
             tasks = s.bulk.delete_pending_tasks(source) if not any(left.values()) else 0
@@ -218,8 +220,9 @@ class MergeService:
                                  "deleted_profiles": int(out["profile_copied"]),
                                  "deleted_episodes": out["merged_episodes"], "deleted_pending_tasks": tasks}
         if not any(left.values()):
-            with self.db.write() as s:
-                s.associations.forget(source)
+            if graph_whole:
+                with self.db.write() as s:
+                    s.associations.forget(source)
             self.resident.remove_agent(source)
             try:
                 self.calibration.forget_agent(source)

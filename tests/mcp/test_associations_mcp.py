@@ -277,3 +277,43 @@ def test_session_findings_over_mcp(run):
     assert findings["health"]["status"] in ("healthy", "degraded", "unhealthy")
     assert findings["summary"].startswith("Storage findings")
     assert run["findings_bad"].is_error
+
+
+@pytest.fixture(scope="module")
+def fixture_db(tmp_path_factory):
+    """Our server on a copy of the original 2.6.14's graph database."""
+    if not GRAPH.is_dir():
+        pytest.skip("../shared/fixtures is absent (CPERSONA_FIXTURES names it)")
+    path = tmp_path_factory.mktemp("graph-fixture") / "memory.db"
+    shutil.copyfile(GRAPH / "memory.db", path)
+    path.chmod(0o600)
+
+    async def scenario(c):
+        return {
+            "aiko": await c.ok("traverse", {"agent_id": "kai", "entity": "Aiko Tanaka", "max_hops": 5}),
+            "jp": await c.ok("traverse", {"agent_id": "kai", "entity": "決済チーム"}),
+            "global": await c.ok("traverse", {"agent_id": "kai", "entity": "checkout service", "project_id": ""}),
+            "more": await c.ok("declare_associations", {"agent_id": "kai", "anchor_ref": "mem:6", "associations": {
+                "entities": [{"name": "Ren", "aliases": ["レン"]}],
+                "relations": [{"subject": "Ren", "predicate": "writes", "object": "incident notes"}]}}),
+            "after": await c.ok("traverse", {"agent_id": "kai", "entity": "レン"}),
+            "findings": await c.ok("get_session_findings", {}),
+        }
+
+    out = run_mcp(scenario, path)
+    assert not out.stream_errors and "Traceback" not in out.stderr, out.stderr
+    return out.result
+
+
+def test_a_26_database_is_walked_as_it_is(fixture_db):
+    aiko = fixture_db["aiko"]
+    assert _names(aiko) == [("Aiko", 0), ("platform team", 1), ("payments team", 1), ("Ren", 2),
+                            ("checkout service", 2), ("checkout runbook", 3), ("payments-gateway proxy", 3),
+                            ("Stripe", 4)]
+    assert aiko["entities"][2]["mentions"] == ["mem:1", "mem:5"] and "bounds" not in aiko
+    assert ("checkout service", "calls", "payments-gateway proxy") in _relations(aiko)  # project 'ops'
+    assert _names(fixture_db["jp"])[0] == ("payments team", 0)
+    assert "payments-gateway proxy" not in {n for n, _ in _names(fixture_db["global"])}
+    assert fixture_db["more"]["entities"] == [{"id": 6, "name": "Ren", "created": False}]  # the 2.6 entity
+    assert ("Ren", "writes", "incident notes") in _relations(fixture_db["after"])
+    assert fixture_db["findings"]["health"]["severity_summary"]["critical"] == 0

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,13 +90,17 @@ class McpServer:
         errlog: file receiving the server's stderr (kept for the report).
         env: extra variables; every CPERSONA_* of this process is passed through as well
             (ours win for DB path / mode / URL).
+        command: the server's command line (default: this interpreter's `-m cpersona`; the
+            original CPersona's console script for a comparison).
 
     Attributes after entering: `pid` (server process, or None if not found), `init_ms`.
     """
 
     def __init__(self, db_path: Path, embedding: str, embedding_url: str = "", errlog: Path | None = None,
-                 env: dict[str, str] | None = None, timeout_s: float = 300.0) -> None:
+                 env: dict[str, str] | None = None, timeout_s: float = 300.0,
+                 command: Sequence[str] = (sys.executable, "-m", "cpersona")) -> None:
         self.db_path = Path(db_path)
+        self.command = list(command)
         self.env = {k: v for k, v in os.environ.items() if k.startswith("CPERSONA_")}
         self.env.update(env or {})
         self.env.update({"CPERSONA_DB_PATH": str(self.db_path), "CPERSONA_EMBEDDING_MODE": embedding})
@@ -118,7 +123,7 @@ class McpServer:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "cpersona"], env=self.env, cwd=str(self.db_path.parent),
+            command=self.command[0], args=self.command[1:], env=self.env, cwd=str(self.db_path.parent),
         )
         before = server_children()
         self._stack = contextlib.AsyncExitStack()
@@ -144,7 +149,7 @@ class McpServer:
             lines = self.errlog_path.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             lines = []
-        print(f"cpersona server failed to start ({sys.executable} -m cpersona); last stderr lines:", file=sys.stderr)
+        print(f"cpersona server failed to start ({' '.join(self.command)}); last stderr lines:", file=sys.stderr)
         for line in lines[-tail:] or ["(no stderr output)"]:
             print("  | " + line, file=sys.stderr)
 

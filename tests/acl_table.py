@@ -20,6 +20,9 @@ ROWS = [
     *[(t, {"agent_id": "team", "query": "q"}, R) for t in
       ("recall", "recall_with_context", "get_contents", "get_profile", "get_recall_precision", "list_memories",
        "list_episodes")],
+    ("traverse", {"agent_id": "team", "entity": "Aiko"}, R),
+    ("declare_associations", {"agent_id": "team", "associations": {"entities": [{"name": "Aiko"}]}}, RW),
+    ("get_session_findings", {}, R),
     *[(t, {"agent_id": "team"}, RW) for t in
       ("store", "update_profile", "archive_episode", "update_memory", "lock_memory", "unlock_memory",
        "delete_memory", "delete_episode", "delete_agent_data", "calibrate_threshold", "set_recall_precision",

@@ -43,6 +43,10 @@ from backends import PG_FILES, EnginePlaces, pg_rows  # noqa: E402 — after the
 #: The `backend` / `where` / `db` fixtures (tests/backends.py): one test, both storage backends.
 pytest_plugins = ("backends", "calibration_fixtures")
 
+#: Databases and exports written by the original releases (../shared/fixtures beside the checkout;
+#: CPERSONA_FIXTURES names another folder, e.g. for a git worktree that lives elsewhere).
+FIXTURES = Path(os.environ.get("CPERSONA_FIXTURES") or Path(__file__).resolve().parents[2] / "shared" / "fixtures")
+
 #: Seconds one spawned MCP scenario may take before the test fails (hang guard, not a timing assertion).
 MCP_SCENARIO_TIMEOUT = 90
 

@@ -169,6 +169,9 @@ def canonical_objects(ctx: Context) -> list[tuple[str, str, str, str]]:
         objects += [("trigger", n, ddl, "critical") for n, ddl in schema.FTS_TRIGGERS.items()]
     if ctx.settings.fts_enabled and ctx.s.integrity.has_table("memories_words"):
         objects += [("trigger", n, ddl, "critical") for n, ddl in schema.WORD_TRIGGERS.items()]
+    if ctx.s.integrity.has_table("entities"):  # the declared graph: no declaration may outlive what it names
+        objects += [("index", n, ddl, "warn") for n, ddl in schema.ASSOCIATION_INDEXES.items()]
+        objects += [("trigger", n, ddl, "critical") for n, ddl in schema.ASSOCIATION_TRIGGERS.items()]
     return objects
 
 
@@ -216,7 +219,7 @@ def fix_object(ctx: Context, issue: Issue) -> dict[str, Any]:
     if error:
         return {"fixed": False, "fix_error": error}
     out: dict[str, Any] = {"fixed": True, **({"duplicates_deleted": removed} if removed else {})}
-    if kind == "trigger":  # rows written while the trigger was wrong never reached the index
+    if name in _TRIGGER_FTS:  # rows written while the trigger was wrong never reached the index
         fts = _TRIGGER_FTS[name]
         out["fts_rebuilt"] = fts
         if rebuild_error := ctx.s.integrity.fts_rebuild(fts):

@@ -11,7 +11,7 @@ from mcp_types import Tool
 from cpersona import __version__
 from cpersona.mcp import liveness
 from cpersona.mcp.registry import compact_schema
-from cpersona.mcp.tools import health, manage, memory, portable, quality, updates
+from cpersona.mcp.tools import associations, health, manage, memory, portable, quality, updates
 from cpersona.service.engine import Engine
 
 #: The SDK's log levels (`log_level` is passed upper-cased).
@@ -27,7 +27,7 @@ INSTRUCTIONS = (
 )
 
 #: Tool groups, each a module with `register(app, engine)`.
-TOOL_MODULES = (manage, memory, quality, updates, health, portable)
+TOOL_MODULES = (manage, memory, associations, quality, updates, health, portable)
 
 
 class MemoryServer(MCPServer):

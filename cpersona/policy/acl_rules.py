@@ -10,10 +10,11 @@ agent), which needs a `"*"` grant and is met at the client's narrowest grant.
   check_update (read-write on `*` when `apply` is truthy: it installs software);
 * read-write on `*` (the whole process): pause_persistence, resume_persistence;
 * read on agent_id: recall, recall_with_context, get_contents, get_profile,
-  get_recall_precision, list_memories, list_episodes;
-* read-write on agent_id: store, update_profile, archive_episode, update_memory, lock_memory,
-  unlock_memory, delete_memory, delete_episode, delete_agent_data, calibrate_threshold,
-  set_recall_precision, migrate_channel_axis;
+  get_recall_precision, list_memories, list_episodes, traverse;
+* read-write on agent_id: store, declare_associations, update_profile, archive_episode,
+  update_memory, lock_memory, unlock_memory, delete_memory, delete_episode, delete_agent_data,
+  calibrate_threshold, set_recall_precision, migrate_channel_axis;
+* read on `*`: get_session_findings (its findings cover the whole store, every agent);
 * read on agent_id, read-write when `fix` is truthy: check_health, deep_check;
 * read-write on agent_id (export_memories) / target_agent_id (import_memories), and on `*`
   too while no export directory confines their file paths; import_memories also needs read
@@ -100,6 +101,10 @@ def _importing(args: Mapping[str, Any], facts: CallFacts) -> list[Demand]:
     return [*_file("target_agent_id")(args, facts), Demand(ANY_AGENT, READ, why=_SHARED_FOLDER)]
 
 
+def _whole_store(args: Mapping[str, Any], facts: CallFacts) -> list[Demand]:
+    return [Demand(ANY_AGENT, READ, why="its findings cover the whole store, every agent")]
+
+
 def _merge(args: Mapping[str, Any], facts: CallFacts) -> list[Demand]:
     copying = args.get("mode", "copy") == "copy"
     return [_agent(args, "source_agent_id", READ if copying else READ_WRITE),
@@ -107,10 +112,10 @@ def _merge(args: Mapping[str, Any], facts: CallFacts) -> list[Demand]:
 
 
 _READS = ("recall", "recall_with_context", "get_contents", "get_profile", "get_recall_precision",
-          "list_memories", "list_episodes")
-_WRITES = ("store", "update_profile", "archive_episode", "update_memory", "lock_memory", "unlock_memory",
-           "delete_memory", "delete_episode", "delete_agent_data", "calibrate_threshold", "set_recall_precision",
-           "migrate_channel_axis")
+          "list_memories", "list_episodes", "traverse")
+_WRITES = ("store", "declare_associations", "update_profile", "archive_episode", "update_memory", "lock_memory",
+           "unlock_memory", "delete_memory", "delete_episode", "delete_agent_data", "calibrate_threshold",
+           "set_recall_precision", "migrate_channel_axis")
 
 #: The classification of every tool (see the module docstring).
 RULES: dict[str, Rule] = {
@@ -120,6 +125,7 @@ RULES: dict[str, Rule] = {
     **dict.fromkeys(_READS, _on("agent_id", READ)),
     **dict.fromkeys(_WRITES, _on("agent_id", READ_WRITE)),
     **dict.fromkeys(("check_health", "deep_check"), _fixing),
+    "get_session_findings": _whole_store,
     "export_memories": _file("agent_id"),
     "import_memories": _importing,
     "merge_memories": _merge,

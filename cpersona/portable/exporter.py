@@ -1,10 +1,14 @@
-"""Writing a `cpersona-export/1.0` file: the line shapes, and the atomic file.
+"""Writing a `cpersona-export/1.0` / `1.1` file: the line shapes, and the atomic file.
 
 One JSON object per line, UTF-8 with non-ASCII kept: a header (`version`, `agent_id`,
 `exported_at`, `memory_count`, `episode_count`, `has_profile`, `profile_count`, plus ours:
 `exporter`, and with embeddings `embedding_model` / `embedding_dim`, which let an import
 into a database of the same model keep the vectors), then memories, episodes and profiles,
-each in id order. The original CPersona reads these files (unknown header keys are ignored).
+each in id order. With declared associations the file is `cpersona-export/1.1`, as the
+original CPersona 2.6 writes it: the header also counts them (`entity_count`, `mention_count`,
+`relation_count`) and entity, mention and relation lines follow the records they name, keyed on
+the ids the file gives those records. The original CPersona reads these files (unknown header
+keys are ignored).
 
 `AtomicFile` writes `.<name>.tmp.<pid>` beside the target, fsyncs it and renames it over
 the target, then fsyncs the folder: a crash leaves the old file or the complete new one,
@@ -16,15 +20,19 @@ from __future__ import annotations
 import base64
 import json
 import os
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from cpersona import __version__
+from cpersona.storage.records import Entity, Mention, Relation
 from cpersona.util.files import fsync_dir, pid_alive
 
 VERSION = "cpersona-export/1.0"
+#: The version of a file with declared associations.
+GRAPH_VERSION = "cpersona-export/1.1"
 _MEMORY = ("id", "agent_id", "msg_id", "content", "source", "timestamp", "metadata", "created_at", "project_id",
            "channel", "locked", "recall_count", "last_recalled_at")
 _EPISODE = ("id", "agent_id", "summary", "keywords", "start_time", "end_time", "created_at", "resolved", "project_id",
@@ -40,11 +48,16 @@ def _object(text: Any) -> Any:
         return text
 
 
-def header(agent: str, counts: dict[str, int], model: tuple[str, int] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"_type": "header", "version": VERSION, "agent_id": agent,
+def header(agent: str, counts: dict[str, int], model: tuple[str, int] | None,
+           graph: dict[str, int] | None = None) -> dict[str, Any]:
+    """The header line; `graph` = {entities, mentions, relations} to write (any: version 1.1)."""
+    out: dict[str, Any] = {"_type": "header", "version": GRAPH_VERSION if graph and any(graph.values()) else VERSION,
+                           "agent_id": agent,
                            "exported_at": datetime.now(UTC).isoformat(), "memory_count": counts["memories"],
                            "episode_count": counts["episodes"], "has_profile": counts["profiles"] > 0,
                            "profile_count": counts["profiles"], "exporter": f"cpersona {__version__}"}
+    if out["version"] == GRAPH_VERSION and graph:
+        out.update(entity_count=graph["entities"], mention_count=graph["mentions"], relation_count=graph["relations"])
     if model is not None:
         out["embedding_model"], out["embedding_dim"] = model
     return out
@@ -66,6 +79,19 @@ def episode(row: dict[str, Any]) -> dict[str, Any]:
 
 def profile(row: dict[str, Any]) -> dict[str, Any]:
     return {"_type": "profile", **{k: row[k] for k in _PROFILE}}
+
+
+def entity(e: Entity) -> dict[str, Any]:
+    return {"_type": "entity", "id": e.id, "agent_id": e.agent_id, "project_id": e.project_id, "channel": e.channel,
+            "name": e.name, "declared_by": e.declared_by, "created_at": e.created_at, "aliases": list(e.aliases)}
+
+
+def mention(m: Mention) -> dict[str, Any]:
+    return {"_type": "mention", **asdict(m)}
+
+
+def relation(r: Relation) -> dict[str, Any]:
+    return {"_type": "relation", **asdict(r)}
 
 
 class AtomicFile:

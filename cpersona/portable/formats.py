@@ -1,9 +1,10 @@
 """The file formats `import_memories` reads, turned into one list of rows to write.
 
 * `cpersona-export/1.0` and `/1.1` — a header line, then memory / episode / profile lines
-  (1.1, written by the original's 2.6 line, adds entity / mention / relation lines: counted
-  against the header and reported, not imported — cpersona keeps no entity graph). The
-  header's counts must equal the lines found, else the file is truncated or inconsistent.
+  (1.1 adds the declared associations: entity / mention / relation lines, read into
+  `Parsed.graph` by portable/graph_lines.py, keyed on the file's ids — which every memory and
+  episode row keeps as `file_id`). The header's counts must equal the lines found, else the
+  file is truncated or inconsistent.
 * the knowledge graph of the reference MCP memory server (`memory.jsonl`: lines
   `{"type": "entity", "name", "entityType", "observations": [...]}` and
   `{"type": "relation", "from", "to", "relationType"}`): one memory per observation
@@ -29,14 +30,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from cpersona.portable import graph_lines
 from cpersona.portable.reader import FileDefect, json_lines
+from cpersona.storage.records import Graph
 from cpersona.util.time import parse_ts, utc_now_iso
 
 VERSIONS = ("cpersona-export/1.0", "cpersona-export/1.1")
 #: Header count key → the `_type` of the lines it counts.
 COUNTED = {"memory_count": "memory", "episode_count": "episode", "profile_count": "profile",
            "entity_count": "entity", "mention_count": "mention", "relation_count": "relation"}
-_GRAPH_ONLY = ("entity", "mention", "relation")
 GRAPH = "mcp-memory-graph"
 _TAG_SPLIT = re.compile(r"[;,|]")
 
@@ -59,6 +61,7 @@ class Parsed:
     items: list[Item] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seen: dict[str, int] = field(default_factory=dict)  # lines per _type
+    graph: Graph = field(default_factory=lambda: Graph({}, [], []))  # declared associations (1.1)
 
 
 # ------------------------------------------------------------ field checks
@@ -99,6 +102,12 @@ def _agent(obj: dict, line: int, what: str, target: str) -> str | None:
     return target or _text(obj, "agent_id", line, what, default=None)
 
 
+def _file_id(obj: dict) -> int | None:
+    """The id a record has in the file (what its declarations name), when it is an integer."""
+    value = obj.get("id")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 # ------------------------------------------------------- cpersona-export lines
 def _memory(obj: dict, line: int, target: str) -> dict[str, Any] | None:
     agent = _agent(obj, line, "memory", target)
@@ -113,7 +122,7 @@ def _memory(obj: dict, line: int, target: str) -> dict[str, Any] | None:
             "locked": int(_get(obj, "locked", line, (int, bool), 0, "memory")),
             "recall_count": _get(obj, "recall_count", line, (int,), 0, "memory"),
             "last_recalled_at": _text(obj, "last_recalled_at", line, "memory", None),
-            "embedding": _embedding(obj, line)}
+            "embedding": _embedding(obj, line), "file_id": _file_id(obj)}
 
 
 def _episode(obj: dict, line: int, target: str) -> dict[str, Any] | None:
@@ -131,7 +140,7 @@ def _episode(obj: dict, line: int, target: str) -> dict[str, Any] | None:
             "created_at": _text(obj, "created_at", line, "episode", None),
             "resolved": int(_get(obj, "resolved", line, (bool, int), False, "episode")),
             "project_id": _text(obj, "project_id", line, "episode"), "channel": _text(obj, "channel", line, "episode"),
-            "embedding": None}
+            "embedding": None, "file_id": _file_id(obj)}
 
 
 def _profile(obj: dict, line: int, target: str) -> dict[str, Any] | None:
@@ -173,16 +182,14 @@ def _cpersona(line: int, first: Any, lines: Iterator[tuple[int, Any]], target: s
                 missing += 1
             else:
                 out.items.append(Item(kind, number, row))
+        elif kind in graph_lines.KINDS:
+            graph_lines.add(out.graph, kind, obj, number, target)
         elif kind == "header":
             raise FileDefect("a second header line (two exports concatenated?)", number)
-        elif kind not in _GRAPH_ONLY:
+        else:
             out.notes.append(f"line {number}: unknown _type {kind!r} ignored")
     if missing:
         out.notes.append(f"{missing} rows without agent_id skipped (pass target_agent_id to import them)")
-    graph = {k: out.seen[k] for k in _GRAPH_ONLY if out.seen.get(k)}
-    if graph:
-        out.notes.append("not imported (cpersona keeps no entity graph): "
-                         + ", ".join(f"{n} {k} lines" for k, n in graph.items()))
     _check_counts(out)
     return out
 

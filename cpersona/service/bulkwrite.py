@@ -160,9 +160,13 @@ class BulkRun:
             if progress is not None:
                 progress(i)
 
-    def commit(self, phase: str = "done") -> None:
-        """The commit point; then the journal is forgotten (and a move's deletes done)."""
+    def commit(self, phase: str = "done", last: Callable[[Session], None] | None = None) -> None:
+        """The commit point — with `last(session)` in its transaction, which then stands or falls
+        with the operation (the declarations an import or merge carries) —; then the journal is
+        forgotten (and a move's deletes done)."""
         with self.db.write() as s:
+            if last is not None:
+                last(s)
             s.journal.set_phase(self.op, phase)
         _finish(self.db, self.op, self.removed)
         self.db.checkpoint()

@@ -13,6 +13,9 @@ plain class given its collaborators in its constructor (none of them sees the En
     health.HealthService      check_health, deep_check, the integrity check at start
     exporting / importing / merging   export / import / merge_memories, migrate_channel_axis
     identity.IdentityService  the embedding model's identity at start and in stats
+    associations.AssociationService   declare_associations, store's `associations`
+    graph.GraphService        traverse, and the graph reads of other services (evidence, supersedes)
+    findings.FindingsService  get_session_findings
 
 What they share comes as collaborators too: `steps.Steps` (another process's commits, the
 resident indexes, the operating context's project rules) and `placement.Placement` (where
@@ -50,7 +53,10 @@ from cpersona.policy.pause import Pause
 from cpersona.policy.projects import OperatingContext
 from cpersona.service import bulkwrite
 from cpersona.service.admin import AdminService
+from cpersona.service.associations import AssociationService
 from cpersona.service.exporting import ExportService, Progress
+from cpersona.service.findings import FindingsService
+from cpersona.service.graph import GraphService
 from cpersona.service.health import HealthService
 from cpersona.service.identity import IdentityService
 from cpersona.service.importing import ImportService
@@ -170,6 +176,9 @@ class Engine:
         self.exports = ExportService(settings, db)
         self.imports = ImportService(settings, db, gateway, queue, pause, self.placement)
         self.merges = MergeService(db, resident, queue, pause, self.calibration, self.placement)
+        self.associations = AssociationService(db, pause, self.steps)
+        self.graph = GraphService(db, self.steps)
+        self.findings = FindingsService(self.health)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -270,14 +279,27 @@ class Engine:
         return self.recalls.pool_size(scope)
 
     # ----------------------------------------------------- writes (writes.py)
-    def store(self, agent_id: object, content: object, **message: object) -> StoreResult:
-        return self.writes.store(agent_id, content, **message)
+    def store(self, agent_id: object, content: object, associations: object = None, **message: object) -> StoreResult:
+        answer = self.writes.store(agent_id, content, **message)
+        if associations is None:
+            return answer
+        return self.associations.on_stored(answer, agent_id, associations, message.get("project_id", ""),  # type: ignore[return-value]
+                                           message.get("channel", ""))
 
     def archive_episode(self, agent_id: object, summary: object, **fields: object) -> ArchiveResult:
         return self.writes.archive_episode(agent_id, summary, **fields)
 
     def update_memory(self, memory_id: object, content: object, agent_id: object = None) -> RowChange:
         return self.writes.update_memory(memory_id, content, agent_id)
+
+    # ------------------------------- declared associations (associations.py, graph.py)
+    def declare_associations(self, agent_id: object, associations: object = None, anchor_ref: object = "",
+                             retract: object = None, channel: object = "", project_id: object = "") -> Report:
+        return self.associations.declare_associations(agent_id, associations, anchor_ref, retract, channel, project_id)
+
+    def traverse(self, agent_id: object, entity: object, max_hops: object = 1, limit: object = 20,
+                 channel: object = "", project_id: object = None, source_id: object = "") -> Report:
+        return self.graph.traverse(agent_id, entity, max_hops, limit, channel, project_id, source_id)
 
     # --------------------------------------------------- listings (listing.py)
     def list_memories(self, agent_id: str | None = None, limit: int = 100, project_id: str | None = None,
@@ -349,6 +371,9 @@ class Engine:
 
     def deep_check(self, agent_id: object, fix: object = False, checks: object = None) -> Report:
         return self.health.deep_check(agent_id, fix, checks)
+
+    def get_session_findings(self, per_kind_limit: object = 5, include_summary: object = True) -> Report:
+        return self.findings.get_session_findings(per_kind_limit, include_summary)
 
     # ------------------------------- portability (exporting, importing, merging)
     def export_memories(self, agent_id: object, output_path: object, include_embeddings: object = False, *,

@@ -1,5 +1,6 @@
 """export_memories: the memories, episodes and profiles of one agent (or all) as a
-`cpersona-export/1.0` JSONL file (format: `portable/exporter.py`).
+`cpersona-export/1.0` JSONL file — `1.1` with the agent's declared associations (entities,
+mentions, relations) after the records they name (format: `portable/exporter.py`).
 
 The header and every line come from ONE read snapshot (`Database.snapshot`), so the
 header's counts always equal the lines even while the server keeps writing; the file is
@@ -74,7 +75,8 @@ class ExportService:
 
         With `include_embeddings` each memory carries `embedding_b64` (its vector, when made
         by the active model) and the header names that model. Returns {ok: true, path,
-        memories, episodes, profiles, embeddings}. Raises InvalidArgument (bad argument,
+        memories, episodes, profiles, embeddings, associations?: {entities, mentions,
+        relations}}. Raises InvalidArgument (bad argument,
         path outside the export folder, path is a folder); StorageUnavailable when the file
         cannot be written (disk_full, read_only, io_error: nothing written, an earlier file kept).
         """
@@ -93,15 +95,16 @@ class ExportService:
                                    "file of that name is unchanged", err) from err
         return {"ok": True, "path": str(path), **written}
 
-    def _export(self, agent: str, path: Path, with_vectors: bool, progress: Progress | None) -> dict[str, int]:
+    def _export(self, agent: str, path: Path, with_vectors: bool, progress: Progress | None) -> dict[str, Any]:
         """Write the export file atomically; the counts written. Raises OSError (disk)."""
         scope = agent or None
-        written = {t: 0 for t in _TABLES} | {"embeddings": 0}
+        written: dict[str, Any] = {t: 0 for t in _TABLES} | {"embeddings": 0}
         with self.db.snapshot() as s, exporter.AtomicFile(path) as out:
             counts = {t: s.dump.count(t, scope) for t in _TABLES}
             state = s.meta.vector_state()
             model = (state.model, state.dim) if with_vectors and state.model and state.dim else None
-            out.line(exporter.header(agent, counts, model))
+            graph = s.associations.graph(scope)
+            out.line(exporter.header(agent, counts, model, graph.counts()))
             total = sum(counts.values())
             for row in s.dump.rows("memories", scope, with_embedding=model is not None):
                 blob = _active_vector(state, row) if model else None
@@ -116,6 +119,11 @@ class ExportService:
             for row in s.dump.rows("profiles", scope):
                 out.line(exporter.profile(row))
                 written["profiles"] += 1
+            for line in (*map(exporter.entity, graph.entities.values()), *map(exporter.mention, graph.mentions),
+                         *map(exporter.relation, graph.relations)):
+                out.line(line)
+        if graph:
+            written["associations"] = graph.counts()
         return written
 
     @staticmethod

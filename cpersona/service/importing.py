@@ -17,7 +17,9 @@ or a whole database file of any CPersona version (`storage/originals.py`).
    models' vectors are never mixed — and the answer says how many vectors were dropped,
    why, and what gives the rows their vectors (`vector_note`).
 A profile overwrites the existing one of the same (agent, user_id) with the file's text and
-time (the original's rule). `dry_run` makes every decision and writes nothing.
+time (the original's rule). The file's declared associations (an export 1.1, a database file of
+the 2.6 line) are written with the commit point, pointed at the ids the records got here
+(service/carrying.py). `dry_run` makes every decision and writes nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from cpersona.policy.pause import Pause
 from cpersona.portable import formats, plan, reader
 from cpersona.portable.paths import confine
 from cpersona.service.bulkwrite import BulkRun
+from cpersona.service.carrying import carry
 from cpersona.service.exporting import Progress, export_folder, own_files
 from cpersona.service.outcomes import Report
 from cpersona.service.paused import skipped_body
@@ -45,7 +48,9 @@ from cpersona.service.placement import Placement
 from cpersona.storage import Database, Session
 from cpersona.storage.codec import from_blob
 from cpersona.storage.originals import SourceFile, is_sqlite
+from cpersona.storage.records import Graph
 from cpersona.util.threads import cycle_collection_paused
+from cpersona.util.time import utc_now_iso
 
 _TEXT_FIELDS = {"memory": ("agent_id", "msg_id", "content", "source", "timestamp", "metadata", "project_id", "channel"),
                 "episode": ("agent_id", "summary", "keywords", "project_id", "channel"),
@@ -67,16 +72,25 @@ class Tally:
     without_vectors: int = 0  # imported memories and episodes left without a vector
     unsound: int = 0  # vectors of the right model dropped: wrong length, not finite, or not unit length
     seen: set = field(default_factory=set)  # dedup keys of earlier rows (dry run)
+    refs: dict[str, str] = field(default_factory=dict)  # the file's record ref → the ref of its row here
+    associations: dict[str, int] | None = None  # declarations carried (or, dry run, in the file)
+
+    def mapped(self, kind: str, row: dict[str, Any], row_id: int | None) -> None:
+        """The file's record `row` now lives in row `row_id` (written, or the equal one found)."""
+        if row.get("file_id") is not None and row_id is not None:
+            self.refs[f"{kind}:{row['file_id']}"] = f"{kind}:{row_id}"
 
     def body(self, dry_run: bool) -> dict[str, Any]:
-        out = {"ok": True, "dry_run": dry_run, "imported_memories": self.memories,
-               "skipped_memories": self.skipped_memories, "imported_episodes": self.episodes,
-               "skipped_episodes": self.skipped_episodes, "profile_updated": self.profiles > 0,
-               "profiles_updated": self.profiles, "embeddings_kept": self.kept_vectors}
+        out: dict[str, Any] = {"ok": True, "dry_run": dry_run, "imported_memories": self.memories,
+                               "skipped_memories": self.skipped_memories, "imported_episodes": self.episodes,
+                               "skipped_episodes": self.skipped_episodes, "profile_updated": self.profiles > 0,
+                               "profiles_updated": self.profiles, "embeddings_kept": self.kept_vectors}
         if self.file_vectors:
             out["embeddings_dropped"] = self.file_vectors - self.kept_vectors
         if self.without_vectors:
             out["without_vectors"] = self.without_vectors
+        if self.associations:
+            out["associations"] = self.associations
         return out
 
 
@@ -100,7 +114,8 @@ def _db_items(source: SourceFile, target: str) -> list[formats.Item]:
             if target:
                 row["agent_id"] = target
             row.setdefault("embedding", None)
-            items.append(formats.Item(kind, int(row.pop("id") or 0), row))
+            row["file_id"] = int(row.pop("id") or 0)
+            items.append(formats.Item(kind, row["file_id"], row))
     return items
 
 
@@ -137,7 +152,7 @@ class ImportService:
 
     def _import(self, path: Path, target: str, dry: bool, progress: Progress | None) -> dict[str, Any]:
         try:
-            fmt, items, notes, model = self._read(path, target)
+            fmt, items, notes, model, graph = self._read(path, target)
             todo = plan.prepare(items, plan.Caps(self.settings.max_content_length, self.settings.max_profile_length,
                                                  self.settings.max_metadata_length))
         except (reader.FileDefect, StorageError) as err:
@@ -148,9 +163,10 @@ class ImportService:
         tally = Tally(skipped_memories=todo.skipped_memories, skipped_episodes=todo.skipped_episodes)
         if dry:
             self._simulate(todo, tally)
+            tally.associations = graph.counts() if graph else None
         else:
             keep, dropped_why = self._vector_identity(model)
-            error = self._write(path, todo, tally, keep, progress)
+            error = self._write(path, todo, tally, keep, progress, (graph, target, notes))
             if error:
                 return _failure(error, dry, notes)
         out = {**tally.body(dry), "format": fmt}
@@ -160,14 +176,14 @@ class ImportService:
             out["errors"] = notes
         return out
 
-    def _read(self, path: Path, target: str) -> tuple[str, list[formats.Item], list[str], tuple | None]:
-        """(format, items, notes, (model, dim) of the file's vectors or None)."""
+    def _read(self, path: Path, target: str) -> tuple[str, list[formats.Item], list[str], tuple | None, Graph]:
+        """(format, items, notes, (model, dim) of the file's vectors or None, declared associations)."""
         if is_sqlite(path):
             source = SourceFile(path)
             try:
                 info = source.describe()
                 return (f"database v{info['schema_version']} ({info['written_by']})", _db_items(source, target), [],
-                        source.vector_model())
+                        source.vector_model(), source.graph())
             finally:
                 source.close()
         parsed = formats.parse(reader.read_lines(path, self.settings.max_import_bytes), path.suffix, target)
@@ -175,7 +191,7 @@ class ImportService:
         dim = head.get("embedding_dim")
         dim = int(dim) if isinstance(dim, str) and dim.strip().isdigit() else dim
         model = (head.get("embedding_model"), dim) if head.get("embedding_model") else None
-        return parsed.format, parsed.items, parsed.notes, model
+        return parsed.format, parsed.items, parsed.notes, model, parsed.graph
 
     # ---------------------------------------------------------------- vectors
     def _vector_identity(self, model: tuple | None) -> tuple[tuple | None, str]:
@@ -256,33 +272,46 @@ class ImportService:
         setattr(tally, what, getattr(tally, what) + 1)
 
     # ------------------------------------------------------------------ write
-    def _write(self, path: Path, todo: plan.Plan, tally: Tally, keep: tuple | None,
-               progress: Progress | None) -> str:
+    def _write(self, path: Path, todo: plan.Plan, tally: Tally, keep: tuple | None, progress: Progress | None,
+               declared: tuple[Graph, str, list[str]]) -> str:
         """Write the plan as one bulk operation, keeping the vectors of model `keep`
-        ((model, dim) or None); '' on success, else the error (undone)."""
+        ((model, dim) or None), and with its commit point the declarations of `declared`
+        (graph, the agent they go to ('' = their own), the notes to add to); '' on success,
+        else the error (undone)."""
         items = [*todo.memories, *todo.episodes, *todo.profiles]
         run = BulkRun(self.db, "import", {"file": str(path), "rows": len(items)}, self.placement.forget)
         writers = {"memory": self._put_memory, "episode": self._put_episode, "profile": self._put_profile}
         try:
             run.write(items, lambda s, op, item: writers[item.kind](s, op, item, keep, tally),
                       (lambda done: progress("import", done, len(items))) if progress else None)
-            run.commit()
+            run.commit(last=lambda s: self._carry(s, tally, *declared))
         except Exception as err:  # noqa: BLE001 — undone, and reported in the answer
             return f"import aborted and {run.rolled_back()}: {type(err).__name__}: {err}"
         self.queue.notify()
         return ""
 
+    @staticmethod
+    def _carry(s: Session, tally: Tally, graph: Graph, target: str, notes: list[str]) -> None:
+        if graph:
+            carried = carry(s.associations, graph, tally.refs, utc_now_iso(), target)
+            tally.associations = carried.counts()
+            notes += carried.notes()
+
     def _put_memory(self, s: Session, op: int, item: formats.Item, keep: tuple | None, tally: Tally) -> None:
         r = item.row
-        if r["msg_id"] and s.bulk.msg_id_taken(r["agent_id"], r["project_id"], r["msg_id"]):
+        if r["msg_id"] and (equal := s.bulk.memory_with_msg_id(r["agent_id"], r["project_id"], r["msg_id"])):
             tally.skipped_memories += 1
+            tally.mapped("mem", r, equal)
             return
         blob = r["embedding"] if keep and r["embedding"] and _sound(r["embedding"], keep[1]) else None
         tally.unsound += bool(keep and r["embedding"] and blob is None)
         ref = s.bulk.insert_memory(r, blob)
         if ref is None:
             tally.skipped_memories += 1
+            tally.mapped("mem", r, s.bulk.memory_with_content(r["agent_id"], r["project_id"], r["channel"],
+                                                              r["content"]))
             return
+        tally.mapped("mem", r, ref.id)
         s.journal.note(op, "insert", "memories", ref.id)
         self.placement.place(s, "memories", ref, from_blob(blob))
         tally.memories += 1
@@ -292,10 +321,12 @@ class ImportService:
 
     def _put_episode(self, s: Session, op: int, item: formats.Item, keep: tuple | None, tally: Tally) -> None:
         r = item.row
-        if s.bulk.episode_taken(r["agent_id"], r["project_id"], r["channel"], r["summary"]):
+        if equal := s.bulk.episode_with_summary(r["agent_id"], r["project_id"], r["channel"], r["summary"]):
             tally.skipped_episodes += 1
+            tally.mapped("ep", r, equal)
             return
         ref = s.bulk.insert_episode(r, None)
+        tally.mapped("ep", r, ref.id)
         s.journal.note(op, "insert", "episodes", ref.id)
         self.placement.place(s, "episodes", ref, None)
         tally.episodes += 1

@@ -12,12 +12,15 @@ Merge rules (the original's, written as one journaled bulk operation):
 * a vector is carried only when the active model made it (a row still waiting for its
   re-embedding is queued instead);
 * `mode` "move" deletes exactly the source rows that were copied, after the commit point;
-  the source's queued tasks and calibration are removed only when nothing is left of it.
+  the source's queued tasks and calibration are removed only when nothing is left of it, and
+  its declared associations then too, when every one of them was carried;
+* the source's declared associations are carried to the target with the commit point, pointed
+  at the copies (or at the target's equal rows a duplicate was skipped for: service/carrying.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cpersona.calibration.runner import Calibration
@@ -27,6 +30,7 @@ from cpersona.jobs.task_queue import TaskQueue
 from cpersona.policy import validate
 from cpersona.policy.pause import Pause
 from cpersona.service.bulkwrite import BulkRun
+from cpersona.service.carrying import carry
 from cpersona.service.exporting import Progress
 from cpersona.service.outcomes import Report
 from cpersona.service.paused import skipped_body
@@ -34,8 +38,11 @@ from cpersona.service.placement import Placement
 from cpersona.storage import Database, Session
 from cpersona.storage.codec import from_blob
 from cpersona.storage.meta import VectorState
+from cpersona.storage.records import Graph
 from cpersona.util.threads import cycle_collection_paused
 from cpersona.util.time import utc_now_iso
+
+_KIND = {"memories": "mem", "episodes": "ep"}
 
 STRATEGIES = ("skip", "prefer_source")
 MODES = ("copy", "move")
@@ -53,6 +60,18 @@ class _Merge:
     out: dict[str, Any]
     dry: bool
     move: bool
+    graph: Graph
+    refs: dict[str, str] = field(default_factory=dict)  # source record ref → the ref of its copy (or equal row)
+    graph_whole: bool = True  # every declaration of the source was carried
+
+
+def _equal(s: Session, table: str, row: dict[str, Any], target: str) -> int | None:
+    """The target's row a copy of `row` was skipped for (same message id, else same text)."""
+    if table == "episodes":
+        return s.bulk.episode_with_summary(target, row["project_id"], row["channel"], row["summary"])
+    if row["msg_id"] and (found := s.bulk.memory_with_msg_id(target, row["project_id"], row["msg_id"])):
+        return found
+    return s.bulk.memory_with_content(target, row["project_id"], row["channel"], row["content"])
 
 
 def _vector(state: VectorState, table: str, row: dict[str, Any]) -> bytes | None:
@@ -102,11 +121,14 @@ class MergeService:
             rows = {t: list(s.dump.rows(t, source, with_embedding=t != "profiles"))
                     for t in ("memories", "episodes", "profiles")}
             state = s.meta.vector_state()
+            graph = s.associations.graph(source)
         out: dict[str, Any] = {"ok": True, "dry_run": dry, "source_agent_id": source, "target_agent_id": target,
                                "strategy": strategy, "mode": mode, "merged_memories": 0, "skipped_memories": 0,
                                "merged_episodes": 0, "skipped_episodes": 0, "profile_copied": False,
                                "skipped_profile": False}
-        ctx = _Merge(target, strategy, state, out, dry, mode == "move")
+        ctx = _Merge(target, strategy, state, out, dry, mode == "move", graph)
+        if graph:
+            out["associations"] = graph.counts()
         items = [(table, row) for table in ("memories", "episodes", "profiles") for row in rows[table]]
         if not items:  # most often a misspelt agent id: say so rather than answer a silent 0
             out["note"] = f"agent {source!r} has no memories, episodes or profile: nothing to merge"
@@ -119,14 +141,14 @@ class MergeService:
         try:
             run.write(items, lambda s, op, item: self._merge_one(s, op, item[0], item[1], ctx),
                       (lambda done: progress("merge", done, len(items))) if progress else None)
-            run.commit("deleting" if mode == "move" else "done")
+            run.commit("deleting" if mode == "move" else "done", last=lambda s: self._carry(s, ctx))
         except Exception as err:  # noqa: BLE001 — undone, and reported in the answer
             undone = run.rolled_back()
             return {**out, "ok": False, "merged_memories": 0, "merged_episodes": 0, "profile_copied": False,
                     "error": f"merge aborted and {undone}: {type(err).__name__}: {err}"}
         self.queue.notify()
         if mode == "move":
-            self._after_move(source, out)
+            self._after_move(source, out, ctx.graph_whole)
         return out
 
     def _merge_one(self, s: Session, op: int, table: str, row: dict[str, Any], ctx: _Merge) -> None:
@@ -144,6 +166,7 @@ class MergeService:
         taken = not text.strip() or (table == "memories" and bool(row["msg_id"]) and
                                      s.bulk.msg_id_taken(ctx.target, row["project_id"], row["msg_id"]))
         taken = taken or (s.bulk.episode_taken(*key) if table == "episodes" else ctx.dry and s.bulk.content_taken(*key))
+        copy_id: int | None = None
         if not taken and not ctx.dry:
             blob = _vector(ctx.state, table, row)
             copy = {**row, "agent_id": ctx.target}
@@ -151,11 +174,24 @@ class MergeService:
             if ref is None:  # the content unique index: a duplicate
                 taken = True
             else:
+                copy_id = ref.id
                 s.journal.note(op, "insert", table, ref.id)
                 if ctx.move:
                     s.journal.note(op, "delete", table, row["id"])
                 self.placement.place(s, table, ref, from_blob(blob))
         ctx.out[("skipped_" if taken else "merged_") + table] += 1
+        if not ctx.dry and (copy_id := copy_id or _equal(s, table, row, ctx.target)) is not None:
+            ctx.refs[f"{_KIND[table]}:{row['id']}"] = f"{_KIND[table]}:{copy_id}"
+
+    @staticmethod
+    def _carry(s: Session, ctx: _Merge) -> None:
+        """The source's declarations, under the target, pointed at the copies (module doc)."""
+        if ctx.graph:
+            carried = carry(s.associations, ctx.graph, ctx.refs, utc_now_iso(), ctx.target)
+            ctx.out["associations"] = carried.counts()
+            ctx.graph_whole = not carried.notes()
+            if carried.notes():
+                ctx.out["associations_note"] = " ".join(carried.notes())
 
     def _merge_profile(self, s: Session, op: int, row: dict[str, Any], ctx: _Merge) -> None:
         if not row["content"].strip():
@@ -173,9 +209,9 @@ class MergeService:
         if ctx.move:
             s.journal.note(op, "delete", "profiles", row["id"])
 
-    def _after_move(self, source: str, out: dict[str, Any]) -> None:
+    def _after_move(self, source: str, out: dict[str, Any], graph_whole: bool) -> None:
         """Report what is left at the source; tear its queue rows and calibration down only
-        when nothing is left."""
+        when nothing is left — and its declarations when they all arrived at the target too."""
         with self.db.write() as s:
             left = s.bulk.left(source)
             tasks = s.bulk.delete_pending_tasks(source) if not any(left.values()) else 0
@@ -184,6 +220,9 @@ class MergeService:
                                  "deleted_profiles": int(out["profile_copied"]),
                                  "deleted_episodes": out["merged_episodes"], "deleted_pending_tasks": tasks}
         if not any(left.values()):
+            if graph_whole:
+                with self.db.write() as s:
+                    s.associations.forget(source)
             self.resident.remove_agent(source)
             try:
                 self.calibration.forget_agent(source)

@@ -11,6 +11,8 @@ from cpersona.policy.pause import Pause
 #: tool → its success skeleton (fields known only per call are passed to `skipped_body`).
 SKIPPED: dict[str, dict[str, Any]] = {
     "store": {"ok": True, "result": "skipped", "id": None, "embedded": False},
+    "declare_associations": {"ok": True, "result": "skipped", "entities": [], "mentions": 0, "relations": [],
+                             "dropped": []},
     "archive_episode": {"ok": True, "queued": False, "task_id": None, "episode_id": None, "id": None,
                         "embedded": False},
     "update_memory": {"ok": True, "updated_id": None},

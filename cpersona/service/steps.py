@@ -14,7 +14,10 @@ from cpersona.index.vector_index import VectorIndex
 from cpersona.policy.projects import OperatingContext
 
 #: Extra keys of a write refused by the operating context's registry (reject mode).
-REFUSED: dict[str, dict[str, Any]] = {"store": {"result": "rejected"}, "archive_episode": {"episode_id": None}}
+REFUSED: dict[str, dict[str, Any]] = {
+    "store": {"result": "rejected"}, "archive_episode": {"episode_id": None},
+    "declare_associations": {"result": "rejected", "entities": [], "mentions": 0, "relations": [], "dropped": []},
+}
 
 #: A tool's answer (a TypedDict of service/outcomes.py, or an open report).
 Answer = TypeVar("Answer", bound=Mapping[str, Any])

@@ -11,6 +11,9 @@ ERASED = (
     ("deleted_episodes", "episodes"),
     ("deleted_pending_tasks", "pending_memory_tasks"),
 )
+#: Erased by `delete_agent` too, not counted in its answer: the agent's declared graph (an
+#: entity takes its aliases and mentions with it by trigger, a record its mentions and relations).
+ALSO_ERASED = ("entities", "relations")
 #: Agent ids owning a memory or an episode (portable SQL: the PostgreSQL backend runs it too).
 IDS_QUERY = "SELECT agent_id FROM memories UNION SELECT agent_id FROM episodes ORDER BY 1"
 #: One row per agent with STATS_COLUMNS (portable SQL: the PostgreSQL backend runs it too).
@@ -44,10 +47,14 @@ class AgentRepo:
         return [dict(zip(STATS_COLUMNS, r)) for r in rows]
 
     def delete_agent_chunk(self, agent_id: str, limit: int) -> tuple[dict[str, int], bool]:
-        """Delete up to `limit` memories (locked ones too, by design), profiles, episodes and
-        queued tasks of `agent_id` (write transaction). Returns the count per table and
-        whether the agent has no row left (every table had fewer than `limit`)."""
-        counts = {key: self.conn.execute(
-            f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE agent_id = ? LIMIT ?)",
-            (agent_id, limit)).rowcount for key, table in ERASED}
-        return counts, all(n < limit for n in counts.values())
+        """Delete up to `limit` memories (locked ones too, by design), profiles, episodes,
+        queued tasks, entities and relations of `agent_id` (write transaction). Returns the
+        count per table of ERASED and whether the agent has no row left (every table had
+        fewer than `limit`)."""
+        counts = {key: self._delete(table, agent_id, limit) for key, table in ERASED}
+        graph = [self._delete(table, agent_id, limit) for table in ALSO_ERASED]
+        return counts, all(n < limit for n in [*counts.values(), *graph])
+
+    def _delete(self, table: str, agent_id: str, limit: int) -> int:
+        return self.conn.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE agent_id = ? "
+                                 "LIMIT ?)", (agent_id, limit)).rowcount

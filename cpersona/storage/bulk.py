@@ -35,19 +35,30 @@ class BulkRepo:
 
     # ---------------------------------------------------------------- probes
     def msg_id_taken(self, agent: str, project: str, msg_id: str) -> bool:
-        # `msg_id != ''` lets SQLite use the partial unique index (agent, project, msg_id)
-        return self.conn.execute("SELECT 1 FROM memories WHERE agent_id = ? AND project_id = ? AND msg_id = ? "
-                                 "AND msg_id != ''", (agent, project, msg_id)).fetchone() is not None
+        return self.memory_with_msg_id(agent, project, msg_id) is not None
 
     def content_taken(self, agent: str, project: str, channel: str, content: str) -> bool:
-        return self.conn.execute(
-            "SELECT 1 FROM memories WHERE agent_id = ? AND project_id = ? AND channel = ? AND content = ?",
-            (agent, project, channel, content)).fetchone() is not None
+        return self.memory_with_content(agent, project, channel, content) is not None
 
     def episode_taken(self, agent: str, project: str, channel: str, summary: str) -> bool:
-        return self.conn.execute(
-            "SELECT 1 FROM episodes WHERE agent_id = ? AND project_id = ? AND channel = ? AND summary = ?",
-            (agent, project, channel, summary)).fetchone() is not None
+        return self.episode_with_summary(agent, project, channel, summary) is not None
+
+    def memory_with_msg_id(self, agent: str, project: str, msg_id: str) -> int | None:
+        # `msg_id != ''` lets SQLite use the partial unique index (agent, project, msg_id)
+        return self._id("SELECT id FROM memories WHERE agent_id = ? AND project_id = ? AND msg_id = ? "
+                        "AND msg_id != ''", (agent, project, msg_id))
+
+    def memory_with_content(self, agent: str, project: str, channel: str, content: str) -> int | None:
+        return self._id("SELECT id FROM memories WHERE agent_id = ? AND project_id = ? AND channel = ? AND content = ?",
+                        (agent, project, channel, content))
+
+    def episode_with_summary(self, agent: str, project: str, channel: str, summary: str) -> int | None:
+        return self._id("SELECT id FROM episodes WHERE agent_id = ? AND project_id = ? AND channel = ? AND summary = ? "
+                        "ORDER BY id LIMIT 1", (agent, project, channel, summary))
+
+    def _id(self, sql: str, params: tuple) -> int | None:
+        row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else int(row[0])
 
     def profile(self, agent: str, user_id: str) -> dict[str, Any] | None:
         """{id, content, updated_at, project_id} of the (agent, user_id) profile, or None."""

@@ -78,3 +78,7 @@ def integrity(sqlite: Session, pg: PgSession) -> list[ports.Integrity]:
 
 def inventory(sqlite: Session, pg: PgSession) -> list[ports.Inventory]:
     return [sqlite.inventory, pg.inventory]
+
+
+def associations(sqlite: Session, pg: PgSession) -> list[ports.Associations]:
+    return [sqlite.associations, pg.associations]

@@ -29,6 +29,9 @@ from cpersona.errors import SchemaTooNew
 from cpersona.storage import originals, text_columns, word_index
 from cpersona.storage.meta import WORD_FORM_KEY, decode
 from cpersona.storage.schema import (
+    ASSOCIATION_INDEXES,
+    ASSOCIATION_TABLES,
+    ASSOCIATION_TRIGGERS,
     FTS_REBUILD_PENDING,
     FTS_TABLES,
     FTS_TRIGGERS,
@@ -248,6 +251,19 @@ def _lacking_words(conn: sqlite3.Connection, after: int | None) -> list[tuple[in
             for i, text in rows]
 
 
+def _graph_missing(conn: sqlite3.Connection) -> bool:
+    """A table, index or trigger of the declared graph is missing."""
+    return any(_missing(conn, kind, names) for kind, names in (
+        ("table", ASSOCIATION_TABLES), ("index", ASSOCIATION_INDEXES), ("trigger", ASSOCIATION_TRIGGERS)))
+
+
+def _create_graph(conn: sqlite3.Connection, fts: bool) -> None:
+    """The declared graph's tables, indexes and delete triggers (IF NOT EXISTS: a file of the
+    original's 2.6 line keeps its own, which are the same)."""
+    for ddl in (*ASSOCIATION_TABLES.values(), *ASSOCIATION_INDEXES.values(), *ASSOCIATION_TRIGGERS.values()):
+        conn.execute(ddl)
+
+
 def _stamp(conn: sqlite3.Connection, fts: bool) -> None:
     conn.execute("INSERT OR REPLACE INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
 
@@ -267,8 +283,10 @@ STEPS = (
          lambda c, f: f and (_fts_out_of_step(c) or bool(_stale_fts_triggers(c))), _bootstrap_fts),
     Step(7, "create the word index, index the memories it lacks",
          lambda c, f: f and (_words_lacking(c) or _word_form_stale(c)), index_words),
+    Step(8, "create the declared-associations tables, indexes and triggers",
+         lambda c, f: _graph_missing(c), _create_graph),
     # an original 2.6 file keeps its own newer stamp (storage/originals.py)
-    Step(8, "stamp the schema version", lambda c, f: (stored_version(c) or 0) < SCHEMA_VERSION, _stamp),
+    Step(9, "stamp the schema version", lambda c, f: (stored_version(c) or 0) < SCHEMA_VERSION, _stamp),
 )
 
 

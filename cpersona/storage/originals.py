@@ -8,8 +8,8 @@ of cpersona, seen from outside.
   what v13 defines; the original's own triggers keep its extra tables in step, and
   nothing of them is dropped or rewritten — so the original still opens the file after us.
 * `SourceFile` — a read-only view of any such file for `cpersona import --from-db`: its
-  schema version, who wrote it, the recorded vector model when it is ours, and the
-  `DumpRepo` that reads its rows whatever columns its version has.
+  schema version, who wrote it, the recorded vector model when it is ours, the `DumpRepo`
+  that reads its rows whatever columns its version has, and its declared associations.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from typing import Any
 
 from cpersona.errors import StorageError
 from cpersona.storage import text_columns
+from cpersona.storage.associations import AssociationRepo
 from cpersona.storage.dump import DumpRepo, columns
 from cpersona.storage.meta import MetaRepo
+from cpersona.storage.records import Graph
 
 #: The newest schema version of the original CPersona we know the layout of (2.6.14).
 ORIGINAL_MAX_VERSION = 21
@@ -95,6 +97,12 @@ class SourceFile:
             return None, None
         state = MetaRepo(self.conn).vector_state()
         return (None, None) if state.pending else (state.model, state.dim)
+
+    def graph(self) -> Graph:
+        """The file's declared associations (none when it has no graph tables: before v15)."""
+        if not all(self.dump.has(t) for t in ("entities", "entity_aliases", "entity_mentions", "relations")):
+            return Graph({}, [], [])
+        return AssociationRepo(self.conn).graph(None)
 
     def describe(self) -> dict[str, Any]:
         """{path, schema_version, written_by, memories, episodes, profiles}."""

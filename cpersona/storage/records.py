@@ -77,3 +77,106 @@ class VectorRow(NamedTuple):
     channel: str
     created_at: str
     embedding: bytes
+
+
+# ------------------------------------------------------------ the declared graph
+#: Record kinds a declaration names (`mem:<id>`, `ep:<id>`) and their tables.
+RECORD_TABLES = {"mem": "memories", "ep": "episodes"}
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A declared entity: its name as written, the scope it was declared in, its aliases as
+    written (in normalised order)."""
+
+    id: int
+    agent_id: str
+    project_id: str
+    channel: str
+    name: str
+    declared_by: str
+    created_at: str
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mention:
+    """Record `ref` (`mem:<id>` / `ep:<id>`) mentions entity `entity`."""
+
+    entity: int
+    ref: str
+    declared_by: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A declared subject –predicate→ object. An endpoint is an entity (`kind` "entity",
+    `id` its entity id) or a record (`kind` "mem" / "ep", `id` its row id); `anchor_ref`
+    is the record the declaration is evidenced by ('' = none). To record one, `id` is 0
+    (its unique key is every field but `id`, `declared_by` and `declared_at`)."""
+
+    id: int
+    agent_id: str
+    project_id: str
+    channel: str
+    subject_kind: str
+    subject_id: int
+    predicate: str
+    object_kind: str
+    object_id: int
+    anchor_ref: str
+    declared_by: str
+    declared_at: str
+
+    @property
+    def subject_ref(self) -> str | None:
+        """`mem:<id>` / `ep:<id>` when the subject is a record, else None."""
+        return f"{self.subject_kind}:{self.subject_id}" if self.subject_kind in RECORD_TABLES else None
+
+    @property
+    def object_ref(self) -> str | None:
+        """`mem:<id>` / `ep:<id>` when the object is a record, else None."""
+        return f"{self.object_kind}:{self.object_id}" if self.object_kind in RECORD_TABLES else None
+
+
+@dataclass(frozen=True)
+class EntityDraft:
+    """An entity to register: `normalized` is the lookup form of `name` (policy/associations.py)."""
+
+    agent_id: str
+    project_id: str
+    channel: str
+    name: str
+    normalized: str
+    declared_by: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Edge:
+    """An entity → entity relation as a walk follows it."""
+
+    id: int
+    subject: int
+    object: int
+    predicate: str
+    declared_at: str
+    anchor_ref: str
+    declared_by: str
+
+
+@dataclass
+class Graph:
+    """Declarations as read from one store, keyed on the ids they have there."""
+
+    entities: dict[int, Entity]
+    mentions: list[Mention]
+    relations: list[Relation]
+
+    def __bool__(self) -> bool:
+        return bool(self.entities or self.mentions or self.relations)
+
+    def counts(self) -> dict[str, int]:
+        """{entities, mentions, relations}."""
+        return {"entities": len(self.entities), "mentions": len(self.mentions), "relations": len(self.relations)}

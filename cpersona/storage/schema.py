@@ -155,3 +155,81 @@ WORD_TRIGGERS = {
         WHEN old.content <> new.content BEGIN
         DELETE FROM memories_words WHERE rowid = old.id; END""",
 }
+
+#: The declared graph — the original CPersona 2.6's tables (its schema v15): entities with
+#: their aliases, the records that mention them, subject–predicate–object relations. Same
+#: columns and keys as the original's, so each release reads what the other wrote; created in
+#: every file by the migration step "declared associations" (a 2.6 file has them already). A
+#: lookup compares `normalized` (policy/associations.py), the name and alias are kept as written.
+ASSOCIATION_TABLES = {
+    "entities": """CREATE TABLE IF NOT EXISTS entities (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id TEXT NOT NULL,
+        project_id TEXT NOT NULL DEFAULT '',
+        channel TEXT NOT NULL DEFAULT '',
+        name TEXT NOT NULL,
+        normalized TEXT NOT NULL,
+        declared_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE (agent_id, project_id, channel, normalized))""",
+    "entity_aliases": """CREATE TABLE IF NOT EXISTS entity_aliases (
+        entity_id INTEGER NOT NULL,
+        alias TEXT NOT NULL,
+        normalized TEXT NOT NULL,
+        PRIMARY KEY (entity_id, normalized))""",
+    "entity_mentions": """CREATE TABLE IF NOT EXISTS entity_mentions (
+        entity_id INTEGER NOT NULL,
+        ref TEXT NOT NULL,
+        declared_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (entity_id, ref))""",
+    "relations": """CREATE TABLE IF NOT EXISTS relations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id TEXT NOT NULL,
+        project_id TEXT NOT NULL DEFAULT '',
+        channel TEXT NOT NULL DEFAULT '',
+        subject_kind TEXT NOT NULL,
+        subject_id INTEGER NOT NULL,
+        predicate TEXT NOT NULL,
+        object_kind TEXT NOT NULL,
+        object_id INTEGER NOT NULL,
+        anchor_ref TEXT NOT NULL DEFAULT '',
+        declared_by TEXT NOT NULL,
+        declared_at TEXT NOT NULL,
+        UNIQUE (agent_id, project_id, channel, subject_kind, subject_id, predicate, object_kind, object_id,
+                anchor_ref))""",
+}
+
+#: The original's lookup indexes of the graph (its check_health compares their DDL with these,
+#: ignoring whitespace), and ours: relations by predicate and object record — "which rows does
+#: a `supersedes` name as its object" is one index range.
+ASSOCIATION_INDEXES = {
+    "idx_entity_aliases_normalized": "CREATE INDEX IF NOT EXISTS idx_entity_aliases_normalized "
+    "ON entity_aliases(normalized)",
+    "idx_entity_mentions_ref": "CREATE INDEX IF NOT EXISTS idx_entity_mentions_ref ON entity_mentions(ref)",
+    "idx_relations_subject": "CREATE INDEX IF NOT EXISTS idx_relations_subject ON relations(subject_kind, subject_id)",
+    "idx_relations_object": "CREATE INDEX IF NOT EXISTS idx_relations_object ON relations(object_kind, object_id)",
+    "idx_relations_anchor": "CREATE INDEX IF NOT EXISTS idx_relations_anchor ON relations(anchor_ref)",
+    "idx_relations_predicate_object": "CREATE INDEX IF NOT EXISTS idx_relations_predicate_object "
+    "ON relations(predicate, object_kind, object_id)",
+}
+
+#: No declaration outlives what it names: deleting an entity takes its aliases, mentions and
+#: relations; deleting a memory or an episode takes its mentions and every relation naming it
+#: as an endpoint or as its anchor. The original 2.6 creates the same triggers under the same
+#: names and its check_health compares their text with its own (whitespace and case aside), so
+#: these are its statements word for word.
+ASSOCIATION_TRIGGERS = {
+    "associations_entities_ad": """CREATE TRIGGER IF NOT EXISTS associations_entities_ad AFTER DELETE ON entities BEGIN
+        DELETE FROM entity_aliases WHERE entity_id = old.id;
+        DELETE FROM entity_mentions WHERE entity_id = old.id;
+        DELETE FROM relations WHERE (subject_kind = 'entity' AND subject_id = old.id)
+                                OR (object_kind = 'entity' AND object_id = old.id); END""",
+    **{f"associations_{table}_ad": f"""CREATE TRIGGER IF NOT EXISTS associations_{table}_ad AFTER DELETE ON {table}
+        BEGIN
+        DELETE FROM entity_mentions WHERE ref = '{kind}:' || old.id;
+        DELETE FROM relations WHERE (subject_kind = '{kind}' AND subject_id = old.id)
+                                OR (object_kind = '{kind}' AND object_id = old.id)
+                                OR anchor_ref = '{kind}:' || old.id; END""" for kind, table in (("mem", "memories"),
+                                                                                              ("ep", "episodes"))},
+}

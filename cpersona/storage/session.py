@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from functools import cached_property
 
 from cpersona.storage.agents import AgentRepo
+from cpersona.storage.associations import AssociationRepo
 from cpersona.storage.bulk import BulkRepo
 from cpersona.storage.commit_order import AfterCommitHooks
 from cpersona.storage.dump import DumpRepo
@@ -113,3 +114,7 @@ class Session(AfterCommitHooks):
     @cached_property
     def journal(self) -> JournalRepo:
         return JournalRepo(self.conn)
+
+    @cached_property
+    def associations(self) -> AssociationRepo:
+        return AssociationRepo(self.conn)

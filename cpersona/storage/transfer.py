@@ -1,7 +1,9 @@
 """Copying a whole store between backends (`cpersona migrate`): every table's rows in id
 order, in batches, with explicit ids, so a copy can resume after the last id the target
 holds. The column lists are the stored format shared by both backends (docs/storage.md);
-columns a backend adds for itself (the PostgreSQL task leases) are not copied."""
+columns a backend adds for itself (the PostgreSQL task leases) are not copied. The two
+tables of the declared graph without an id (an entity's aliases and mentions) are copied in
+groups of whole entities, keyed by `entity_id`."""
 
 from __future__ import annotations
 
@@ -19,7 +21,30 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "profiles": ("id", "agent_id", "project_id", "user_id", "content", "updated_at"),
     "pending_memory_tasks": ("id", "task_type", "agent_id", "project_id", "payload", "retries", "created_at",
                              "status", "last_error", "updated_at", "not_before"),
+    "entities": ("id", "agent_id", "project_id", "channel", "name", "normalized", "declared_by", "created_at"),
+    "entity_aliases": ("entity_id", "alias", "normalized"),
+    "entity_mentions": ("entity_id", "ref", "declared_by", "created_at"),
+    "relations": ("id", "agent_id", "project_id", "channel", "subject_kind", "subject_id", "predicate", "object_kind",
+                  "object_id", "anchor_ref", "declared_by", "declared_at"),
 }
+#: Tables without an id: the rows of one `entity_id` (their first column) move in one batch,
+#: ordered within it by this column.
+GROUPED = {"entity_aliases": "normalized", "entity_mentions": "ref"}
+
+
+def key(table: str) -> str:
+    """The column a copy of `table` resumes after: its id, or the entity of a grouped table."""
+    return COLUMNS[table][0]
+
+
+def rows_query(table: str, mark: str = "?") -> str:
+    """SELECT of the rows after a key (first `mark`) in key order, at most a limit (second
+    `mark`) of ids — of entities for a grouped table, whose every row of those comes along."""
+    cols, k = ", ".join(COLUMNS[table]), key(table)
+    if table in GROUPED:
+        return (f"SELECT {cols} FROM {table} WHERE {k} IN (SELECT DISTINCT {k} FROM {table} WHERE {k} > {mark} "
+                f"ORDER BY {k} LIMIT {mark}) ORDER BY {k}, {GROUPED[table]}")
+    return f"SELECT {cols} FROM {table} WHERE id > {mark} ORDER BY id LIMIT {mark}"
 #: The key-value table, copied whole (it has no id).
 META_TABLE = "cpersona_meta"
 
@@ -34,13 +59,11 @@ class TransferRepo:
         return self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
     def max_id(self, table: str) -> int:
-        return self.conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}").fetchone()[0]
+        return self.conn.execute(f"SELECT COALESCE(MAX({key(table)}), 0) FROM {table}").fetchone()[0]
 
     def rows(self, table: str, after_id: int, limit: int) -> list[tuple]:
-        """Rows with id > after_id, in id order, as tuples of COLUMNS[table]."""
-        cols = ", ".join(COLUMNS[table])
-        return self.conn.execute(f"SELECT {cols} FROM {table} WHERE id > ? ORDER BY id LIMIT ?",
-                                 (after_id, limit)).fetchall()
+        """Rows with a key (`key`) > after_id, in key order, as tuples of COLUMNS[table]."""
+        return self.conn.execute(rows_query(table), (after_id, limit)).fetchall()
 
     def insert_rows(self, table: str, rows: list[tuple]) -> int:
         """Insert rows with their ids (write transaction); rows whose id exists are skipped."""

@@ -27,13 +27,17 @@ def pg(monkeypatch):
 
 @pytest.fixture
 def source(tmp_path, fake_embed):
-    """A SQLite file with memories (vectors), an episode, a profile, a queued task and a
-    calibration sidecar."""
+    """A SQLite file with memories (vectors), an episode, declared associations, a profile, a
+    queued task and a calibration sidecar."""
     path = tmp_path / "src.db"
     eng = new_engine(path, embedding_mode="http", embedding_url=fake_embed.url, task_queue_enabled=False)
     for i in range(60):
         eng.store(f"agent{i % 2}", f"memory {i} about the harbour, topic {i % 7} 東京{i % 3}", msg_id=f"m{i}")
     eng.archive_episode("agent0", "we planned the harbour survey", keywords="harbour survey")
+    assert eng.declare_associations("agent0", {
+        "entities": [{"name": "harbour", "aliases": ["港"]}, {"name": "survey team"}],
+        "relations": [{"subject": "survey team", "predicate": "maps", "object": "harbour"},
+                      {"subject": "mem:3", "predicate": "supersedes", "object": "mem:1"}]}, anchor_ref="ep:1")["ok"]
     eng.update_profile("agent0", "prefers short answers")
     assert eng.calibrate_threshold("agent0")["ok"] is True
     fake_embed.fail = True
@@ -57,12 +61,15 @@ def test_round_trip_keeps_every_row_and_answers_the_same(pg, source, tmp_path, c
     monkeypatch.setenv("CPERSONA_DB_PATH", str(source))
     status, out, err = run(capsys, "--to", pg, "--batch", "7")
     assert status == 0, err
-    assert out.count(" yes ") == 5 and "memories" in out
+    assert out.count(" yes ") == 9 and "memories" in out and "entity_mentions" in out
     back = tmp_path / "back.db"
     status, out, err = run(capsys, "--from", pg, "--to", str(back))
     assert status == 0, err
-    for table in ("memories", "episodes", "profiles", "pending_memory_tasks"):
+    for table in ("memories", "episodes", "profiles", "pending_memory_tasks", "entities", "relations"):
         assert db_rows(back, f"SELECT * FROM {table} ORDER BY id") == db_rows(source, f"SELECT * FROM {table} ORDER BY id")
+    for table in ("entity_aliases", "entity_mentions"):
+        assert db_rows(back, f"SELECT * FROM {table} ORDER BY 1, 2") == db_rows(source, f"SELECT * FROM {table} ORDER BY 1, 2")
+    assert len(db_rows(back, "SELECT * FROM entity_mentions")) == 2
     assert json.loads((tmp_path / "back.db.calibration.json").read_text()) == \
         json.loads((tmp_path / "src.db.calibration.json").read_text())
     http = {"embedding_mode": "http", "embedding_url": fake_embed.url, "task_queue_enabled": False}
@@ -72,6 +79,9 @@ def test_round_trip_keeps_every_row_and_answers_the_same(pg, source, tmp_path, c
         assert answers[0] == answers[1] == answers[2] and answers[0]
         assert engines[2].get_recall_precision("agent0")["calibration"]["state"] == "calibrated"
         assert engines[2].store("agent0", "a new memory after the copy")["id"] > 61  # ids continue
+        declared = engines[2].declare_associations("agent0", {"entities": [{"name": "pier"}]})
+        assert declared["entities"][0]["id"] > 2  # and the entities' ids too
+        assert [e["name"] for e in engines[2].traverse("agent0", "港")["entities"]] == ["harbour", "survey team"]
     finally:
         for e in engines:
             e.close()
@@ -87,7 +97,7 @@ def test_an_interrupted_copy_resumes(pg, source, capsys, monkeypatch):
     assert status == 1 and " NO" in out
     status, out, err = run(capsys, "--to", pg)
     assert status == 0, err
-    assert out.count(" yes ") == 5
+    assert out.count(" yes ") == 9
 
 
 def test_refusals(pg, source, tmp_path, capsys, monkeypatch):

@@ -104,6 +104,15 @@ def test_locked_msg_id_duplicates_block_the_index_and_stay(engine_none):
     assert memory(engine_none, old)[3] == "m-1"
 
 
+def test_dropped_declared_graph_trigger_is_recreated(engine_none):
+    mid = engine_none.store("kai", "Aiko leads payments.", associations={"entities": [{"name": "Aiko"}]})["id"]
+    raw(engine_none, "DROP TRIGGER associations_memories_ad")
+    before, during, _ = cycle(engine_none, "schema_objects", "schema_object_drift", "critical")
+    assert before["object"] == "associations_memories_ad" and "fts_rebuilt" not in during
+    engine_none.delete_memory(mid)
+    assert rows(engine_none, "SELECT COUNT(*) FROM entity_mentions") == [(0,)]  # the trigger takes its mention
+
+
 def test_dropped_index_is_recreated(engine_none):
     raw(engine_none, "DROP INDEX idx_memories_agent")
     before, _, _ = cycle(engine_none, "schema_objects", "schema_object_drift", "warn")

@@ -15,5 +15,5 @@ def test_the_conformance_check_covers_the_database_the_session_and_every_reposit
     checked = {node.name for node in ast.parse(source.read_text(encoding="utf-8")).body
                if isinstance(node, ast.FunctionDef)}
     repositories = {name for name, member in vars(ports.Session).items() if isinstance(member, property)}
-    assert len(repositories) == 15
+    assert len(repositories) == 16
     assert {"databases", "sessions", *repositories} <= checked

@@ -126,11 +126,12 @@ def test_fts_tables_are_trigram_external_content(db_file):
     assert db_rows(db_file, "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH '\"lph\"'") == [(1,)]
 
 
-def test_six_fts_triggers_and_the_word_index_triggers(db_file):
+def test_six_fts_triggers_the_word_index_and_the_declared_graph_triggers(db_file):
     triggers = _master(db_file, "trigger")
     assert set(triggers) == {
         "memories_fts_ai", "memories_fts_ad", "memories_fts_au", "episodes_ai", "episodes_ad", "episodes_au",
         "memories_words_ad", "memories_words_au",
+        "associations_entities_ad", "associations_memories_ad", "associations_episodes_ad",
     }
     norm = {k: " ".join(v.split()).upper() for k, v in triggers.items()}
     assert "AFTER INSERT ON MEMORIES" in norm["memories_fts_ai"]
@@ -199,7 +200,7 @@ def test_fts_disabled_creates_no_fts_objects(tmp_path):
         eng.close()
     names = {r[0] for r in db_rows(path, "SELECT name FROM sqlite_master")}
     assert "memories_fts" not in names and "episodes_fts" not in names
-    assert not any(n.endswith(("_ai", "_ad", "_au")) for n in names)
+    assert not any(n.endswith(("_ai", "_ad", "_au")) and not n.startswith("associations_") for n in names)
     assert db_rows(path, "SELECT MAX(version) FROM schema_version") == [(13,)]
 
 

@@ -65,6 +65,7 @@ def register(app: MCPServer, engine: Engine) -> None:
         message: Annotated[JsonObject | None, Field(description="Legacy: the 5 fields above.")] = None,
         channel: WriteChannel = "",
         project_id: WriteProject = "",
+        associations: Annotated[JsonObject | None, Field(description="As declare_associations.")] = None,
         session_key: SessionKey = "",
     ) -> str:
         """Keep one fact, decision or rule; the same content or id in this scope is skipped, never overwritten
@@ -78,7 +79,7 @@ def register(app: MCPServer, engine: Engine) -> None:
             return engine.store(
                 agent_id, fields.get("content"), msg_id=fields.get("id", ""), source=fields.get("source"),
                 timestamp=fields.get("timestamp") or None, metadata=fields.get("metadata"), lock=lock,
-                channel=channel, project_id=project_id)
+                channel=channel, project_id=project_id, associations=associations)
 
         return call("store", run, {"result": "rejected"}, session_key)
 

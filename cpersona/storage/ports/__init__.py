@@ -3,7 +3,8 @@
 A `Database` hands out a `Session` per read, write or snapshot; a session exposes one
 repository per table or concern, each typed by its own Protocol (content.py: memories,
 episodes, profiles, search; upkeep.py: tasks, meta, vectors, agents; portability.py:
-journal, dump, bulk, transfer; checks.py: repairs, integrity, inventory). Two backends
+journal, dump, bulk, transfer; checks.py: repairs, integrity, inventory; graph.py: the declared
+associations). Two backends
 implement them: SQLite (`storage.db.Database`, `storage.session.Session` and the
 repositories of storage/) and PostgreSQL (`PgDatabase`, `PgSession` and storage/postgres/);
 mypy checks both against these Protocols (storage/conformance.py). Only what code above
@@ -19,11 +20,12 @@ from typing import Any, Protocol
 from cpersona.storage.failures import Conditions
 from cpersona.storage.ports.checks import Integrity, Inventory, Repairs
 from cpersona.storage.ports.content import Episodes, Memories, Profiles, Search
+from cpersona.storage.ports.graph import Associations
 from cpersona.storage.ports.portability import Bulk, Dump, Journal, Transfer
 from cpersona.storage.ports.upkeep import Agents, Meta, Tasks, Vectors
 
-__all__ = ["Agents", "Bulk", "Change", "Database", "Dump", "Episodes", "Integrity", "Inventory", "Journal",
-           "Memories", "Meta", "Profiles", "Repairs", "Search", "Session", "Tasks", "Transfer", "Vectors"]
+__all__ = ["Agents", "Associations", "Bulk", "Change", "Database", "Dump", "Episodes", "Integrity", "Inventory",
+           "Journal", "Memories", "Meta", "Profiles", "Repairs", "Search", "Session", "Tasks", "Transfer", "Vectors"]
 
 #: Rows another node changed: (table, ids), or None when that cannot be known (reload all).
 Change = tuple[str, list[int]] | None
@@ -70,6 +72,8 @@ class Session(Protocol):
     def integrity(self) -> Integrity: ...
     @property
     def inventory(self) -> Inventory: ...
+    @property
+    def associations(self) -> Associations: ...
 
 
 class Database(Protocol):

@@ -73,6 +73,15 @@ class Bulk(Protocol):
     def episode_taken(self, agent: str, project: str, channel: str, summary: str) -> bool:
         """An episode holds exactly this summary in this agent, project and channel."""
 
+    def memory_with_msg_id(self, agent: str, project: str, msg_id: str) -> int | None:
+        """The id of the memory of the agent and project holding this non-empty msg_id, or None."""
+
+    def memory_with_content(self, agent: str, project: str, channel: str, content: str) -> int | None:
+        """The id of the memory holding exactly this content in this agent, project and channel, or None."""
+
+    def episode_with_summary(self, agent: str, project: str, channel: str, summary: str) -> int | None:
+        """The id of the (first) episode holding exactly this summary in this agent, project and channel."""
+
     def profile(self, agent: str, user_id: str) -> dict[str, Any] | None:
         """{id, content, updated_at, project_id} of the (agent, user_id) profile, or None."""
 
@@ -107,10 +116,11 @@ class Transfer(Protocol):
         """Rows of `table`."""
 
     def max_id(self, table: str) -> int:
-        """Largest id of `table` (0 when empty)."""
+        """Largest key of `table` (storage/transfer.py: `key`, its id or its entity; 0 when empty)."""
 
     def rows(self, table: str, after_id: int, limit: int) -> list[tuple]:
-        """Rows with id > after_id, in id order, as tuples of storage/transfer.py: COLUMNS[table]."""
+        """Rows with a key > after_id, in key order (at most `limit` ids: of entities for the tables
+        keyed by entity, whose every row comes along), as tuples of storage/transfer.py: COLUMNS[table]."""
 
     def insert_rows(self, table: str, rows: list[tuple]) -> int:
         """Insert rows with their ids; rows whose id exists are skipped. How many went in."""

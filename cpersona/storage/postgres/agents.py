@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
-from cpersona.storage.agents import ERASED, AgentRepo
+from cpersona.storage.agents import AgentRepo
 from cpersona.storage.postgres.dialect import qmark
 
 
@@ -16,10 +16,6 @@ class PgAgentRepo(AgentRepo):
         super().__init__(qmark(conn))
         self.pg = conn
 
-    def delete_agent_chunk(self, agent_id: str, limit: int) -> tuple[dict[str, int], bool]:
-        """Delete up to `limit` memories (locked ones too), profiles, episodes and queued
-        tasks of `agent_id`; the count per table and whether the agent has no row left."""
-        counts = {key: self.pg.execute(
-            f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE agent_id = %s LIMIT %s)",
-            (agent_id, limit)).rowcount for key, table in ERASED}
-        return counts, all(n < limit for n in counts.values())
+    def _delete(self, table: str, agent_id: str, limit: int) -> int:
+        return self.pg.execute(f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE agent_id = %s "
+                               "LIMIT %s)", (agent_id, limit)).rowcount

@@ -16,6 +16,7 @@ Differences of representation, none of meaning:
   rows whose text or vector changed (changes.py applies them to each node's resident index).
 * Task leases: `lease_owner` / `lease_until` on `pending_memory_tasks` (tasks.py).
 * Calibration state: `cpersona_meta['calibration_state']` instead of a file per node.
+* The declared graph's delete triggers are statement triggers (postgres/associations.py).
 
 `migrate(conn, fts_enabled)` first reads the version stamp and the layout record
 (`cpersona_meta['postgres_layout']`): when both are current it does nothing, so a node joining
@@ -39,7 +40,7 @@ import psycopg
 
 from cpersona.errors import SchemaTooNew, StorageError
 from cpersona.storage.meta import POSTGRES_LAYOUT_KEY
-from cpersona.storage.postgres import journal, triggers, word_index
+from cpersona.storage.postgres import associations, journal, triggers, word_index
 from cpersona.storage.postgres.rows import scalar
 from cpersona.storage.schema import INDEXES as SQLITE_INDEXES
 from cpersona.storage.schema import SCHEMA_VERSION
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 
 #: Revision of the PostgreSQL-only objects (columns, functions, triggers, indexes of this
 #: module); bump it whenever they change, so running databases get the new ones.
-LAYOUT_REVISION = 2
+LAYOUT_REVISION = 3
 #: cpersona_meta key recording the revision applied and whether the trigram indexes exist.
 LAYOUT_KEY = POSTGRES_LAYOUT_KEY
 #: Times a migration that lost a lock deadlock is run again.
@@ -269,6 +270,7 @@ STEPS = (
     Step(10, "create the bulk-write journal", _run_all(journal.DDL)),
     Step(11, "create the word index", _word_index),
     Step(12, "re-tokenise a word index of an older form, index the memories it lacks", word_index.refresh),
+    Step(13, "create the declared-associations tables, indexes and triggers", _run_all(associations.DDL)),
 )
 #: Skipped when lexical search is disabled (CPERSONA_FTS_ENABLED=false: LIKE only, no pg_trgm needed).
 _FTS_STEPS = (Step(1, "create the pg_trgm extension", _extension),

@@ -11,6 +11,7 @@ import psycopg
 
 from cpersona.storage.commit_order import AfterCommitHooks
 from cpersona.storage.postgres.agents import PgAgentRepo
+from cpersona.storage.postgres.associations import PgAssociationRepo
 from cpersona.storage.postgres.bulk import PgBulkRepo
 from cpersona.storage.postgres.dump import PgDumpRepo
 from cpersona.storage.postgres.episodes import PgEpisodeRepo
@@ -102,3 +103,7 @@ class PgSession(AfterCommitHooks):
     @cached_property
     def inventory(self) -> PgInventoryRepo:
         return PgInventoryRepo(self.conn)
+
+    @cached_property
+    def associations(self) -> PgAssociationRepo:
+        return PgAssociationRepo(self.conn)

@@ -8,7 +8,7 @@ import psycopg
 from cpersona.storage.meta import POSTGRES_LAYOUT_KEY, WORD_FORM_KEY
 from cpersona.storage.postgres import word_index
 from cpersona.storage.postgres.rows import scalar
-from cpersona.storage.transfer import COLUMNS, META_TABLE
+from cpersona.storage.transfer import COLUMNS, META_TABLE, key, rows_query
 
 
 class PgTransferRepo:
@@ -21,13 +21,11 @@ class PgTransferRepo:
         return scalar(self.conn, f"SELECT COUNT(*) FROM {table}")
 
     def max_id(self, table: str) -> int:
-        return scalar(self.conn, f"SELECT COALESCE(MAX(id), 0) FROM {table}")
+        return scalar(self.conn, f"SELECT COALESCE(MAX({key(table)}), 0) FROM {table}")
 
     def rows(self, table: str, after_id: int, limit: int) -> list[tuple]:
-        """Rows with id > after_id, in id order, as tuples of COLUMNS[table]."""
-        cols = ", ".join(COLUMNS[table])
-        return self.conn.execute(f"SELECT {cols} FROM {table} WHERE id > %s ORDER BY id LIMIT %s",
-                                 (after_id, limit)).fetchall()
+        """Rows with a key (storage/transfer.py: `key`) > after_id, in key order, as tuples of COLUMNS[table]."""
+        return self.conn.execute(rows_query(table, "%s"), (after_id, limit)).fetchall()
 
     def insert_rows(self, table: str, rows: list[tuple]) -> int:
         """Insert rows with their ids (write transaction); rows whose id exists are skipped."""
@@ -53,7 +51,7 @@ class PgTransferRepo:
     def finish(self) -> None:
         """After a copy: move every id sequence past the largest copied id and index the
         copied memories' words (the word index is derived, never copied)."""
-        for table in COLUMNS:
+        for table in (t for t in COLUMNS if key(t) == "id"):
             self.conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                               f"GREATEST((SELECT COALESCE(MAX(id), 0) FROM {table}), 1))")
         word_index.fill_missing(self.conn)

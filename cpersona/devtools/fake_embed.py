@@ -20,6 +20,7 @@ import json
 import re
 import socket
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import cast
 
@@ -51,9 +52,9 @@ class FakeEmbedServer:
         dim: vector dimension (default 512).
         port: 0 picks a free port; read `url` after `start()`.
 
-    Attributes `requests` (count), `fail` (when True, answers 503) and `fail_next` (the
-    next N requests answer 503) let tests simulate an endpoint going down, coming back,
-    or blipping once.
+    Attributes `requests` (count), `texts` (how often each text was embedded), `fail` (when
+    True, answers 503) and `fail_next` (the next N requests answer 503) let tests simulate an
+    endpoint going down, coming back, or blipping once.
     """
 
     def __init__(self, dim: int = 512, port: int = 0, host: str = "127.0.0.1", api_key: str = "") -> None:
@@ -63,6 +64,7 @@ class FakeEmbedServer:
         self.fail = False
         self.fail_next = 0
         self.requests = 0
+        self.texts: Counter[str] = Counter()
         self._httpd = ThreadingHTTPServer((host, port), self._handler())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -103,6 +105,7 @@ class FakeEmbedServer:
             assert isinstance(texts, list) and texts and all(isinstance(t, str) for t in texts)
         except (ValueError, KeyError, TypeError, AssertionError):
             return 400, {"error": "body must be {\"texts\": [non-empty list of strings]}"}
+        self.texts.update(texts)
         vectors = [fake_vector(t, self.dim).tolist() for t in texts]
         return 200, {"embeddings": vectors, "dimensions": self.dim, "model": f"fake-hash-{self.dim}"}
 
